@@ -1,0 +1,383 @@
+"""walk → detect → parse → store, one transaction per file.
+
+:func:`ingest_paths` is the whole job behind ``logpipe ingest``.  For each file it decides
+what is new by comparing the file with its ``sources`` row:
+
+- unknown path, unknown content → parse everything (``new``);
+- same path, the bytes ingested last time are unchanged → parse only what was appended
+  (``appended``; ``unchanged`` when nothing was);
+- same path, those bytes changed → the file was rewritten: its rows are replaced
+  (``rewritten``);
+- unknown path whose content starts with the bytes of a file that is gone or now holds
+  something else → the file was moved or rotated: its rows follow it (``moved``);
+- unknown path whose content duplicates a file still present → ``duplicate``, skipped.
+
+A line still being written (no final newline) is left for the next ingest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from logpipe import __version__, era
+from logpipe.errors import InputError, LogpipeError
+from logpipe.readers import line_blocks, open_binary, read_exact, read_head
+from logpipe.server_args import is_secret_key, redact
+from logpipe.sources import HEAD_BYTES, detect
+from logpipe.sources.sglang_log import Launch, LogState, ParsedChunk, parse_chunk
+from logpipe.store import Store
+
+PARSER_VERSION = f"logpipe {__version__}"
+HEAD_HASH_BYTES = 4096
+GENERIC_STEMS = {
+    "server", "log", "logs", "output", "out", "stdout", "stderr", "sglang", "launch",
+    "server_log", "serve", "console", "run", "nohup", "sglang_server", "launch_server",
+}
+COMPRESSED_SUFFIXES = (".gz", ".zst", ".zstd")
+TEXT_SUFFIXES = (".log", ".txt", ".out", ".err")
+
+Progress = Callable[[int], None]
+
+
+@dataclass
+class FileResult:
+    path: str
+    status: str  # new | appended | unchanged | rewritten | moved | duplicate | skipped | failed
+    kind: str | None = None
+    lines: int = 0
+    rows: dict[str, int] = field(default_factory=dict)
+    runs_created: int = 0
+    noise: int = 0
+    detail: str | None = None
+
+
+@dataclass
+class IngestResult:
+    db: str
+    files: list[FileResult] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def count(self, status: str) -> int:
+        return sum(1 for f in self.files if f.status == status)
+
+    def rows(self, table: str) -> int:
+        return sum(f.rows.get(table, 0) for f in self.files)
+
+    @property
+    def runs_created(self) -> int:
+        return sum(f.runs_created for f in self.files)
+
+    @property
+    def failed(self) -> list[FileResult]:
+        return [f for f in self.files if f.status == "failed"]
+
+
+def walk(paths: Iterable[Path], exclude: Iterable[Path] = ()) -> list[Path]:
+    """Files under ``paths`` in a stable order, skipping hidden entries and ``exclude``."""
+    skip = {p.resolve() for p in exclude}
+    out: list[Path] = []
+    for root in paths:
+        if not root.exists():
+            raise InputError("no such file or directory", path=root,
+                             hint="check the path; folders are searched recursively")
+        if root.is_file():
+            out.append(root)
+            continue
+        for p in sorted(root.rglob("*")):
+            rel = p.relative_to(root)
+            if any(part.startswith(".") for part in rel.parts) or not p.is_file():
+                continue
+            out.append(p)
+    seen: set[Path] = set()
+    result = []
+    for p in out:
+        rp = p.resolve()
+        if rp in seen or rp in skip or rp.name.endswith((".duckdb", ".duckdb.wal")):
+            continue
+        seen.add(rp)
+        result.append(p)
+    return result
+
+
+def run_base_name(path: Path) -> str:
+    """A memorable run name: the file stem, or the folder name when the stem is generic."""
+    name = path.name
+    for suffix in COMPRESSED_SUFFIXES + TEXT_SUFFIXES:
+        if name.lower().endswith(suffix):
+            name = name[: -len(suffix)]
+    for suffix in TEXT_SUFFIXES:
+        if name.lower().endswith(suffix):
+            name = name[: -len(suffix)]
+    if not name or name.lower() in GENERIC_STEMS:
+        name = path.parent.name or name or "run"
+    return name
+
+
+def ingest_paths(
+    paths: Iterable[str | Path],
+    db: str | Path,
+    *,
+    progress: Progress | None = None,
+    on_total: Callable[[int], None] | None = None,
+) -> IngestResult:
+    """Ingest every recognised file under ``paths`` into the database ``db``."""
+    started = time.perf_counter()
+    db_path = Path(db)
+    files = walk([Path(p) for p in paths], exclude=[db_path])
+    if on_total is not None:
+        on_total(sum(f.stat().st_size for f in files))
+    result = IngestResult(db=str(db))
+    with Store.open(db_path) as store:
+        for path in files:
+            result.files.append(_ingest_file(store, path, progress))
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _ingest_file(store: Store, path: Path, progress: Progress | None) -> FileResult:
+    key = str(path.resolve())
+    try:
+        head = read_head(path, HEAD_BYTES)
+    except OSError as exc:
+        return FileResult(key, "failed", detail=f"cannot read: {exc}")
+    source = detect(head.decode("utf-8", errors="replace"))
+    if source is None:
+        if progress:
+            progress(path.stat().st_size)
+        return FileResult(key, "skipped", detail="not a recognised format")
+    try:
+        with store.transaction():
+            res = _ingest_log(store, path, key, source.name, head, progress)
+    except LogpipeError as exc:
+        return FileResult(key, "failed", kind=source.name, detail=str(exc))
+    except Exception as exc:  # noqa: BLE001 - any failure of one file must not stop the rest
+        return FileResult(key, "failed", kind=source.name,
+                          detail=f"{type(exc).__name__}: {exc}")
+    return res
+
+
+def _sha_of_prefix(path: Path, n: int) -> tuple[str, int]:
+    h = hashlib.sha256()
+    with open_binary(path) as fh:
+        got = read_exact(fh, n, h)
+    return h.hexdigest(), got
+
+
+def _ingest_log(store: Store, path: Path, key: str, kind: str, head: bytes,
+                progress: Progress | None) -> FileResult:
+    stat = path.stat()
+    head_sha = hashlib.sha256(head[:HEAD_HASH_BYTES]).hexdigest()
+    existing = store.source(key)
+    status = "new"
+    if existing is None:
+        for other in store.sources_with_head(head_sha):
+            digest, got = _sha_of_prefix(path, other["bytes_ingested"])
+            if got != other["bytes_ingested"] or digest != other["sha256"]:
+                continue
+            old = Path(other["path"])
+            still_there = old.exists() and _sha_of_prefix(old, other["bytes_ingested"]) == (
+                other["sha256"], other["bytes_ingested"])
+            if still_there:
+                return FileResult(key, "duplicate", kind=kind,
+                                  detail=f"same content as {other['path']}")
+            store.move_source(other["path"], key)
+            existing = store.source(key)
+            status = "moved"
+            break
+
+    hasher = hashlib.sha256()
+    state = LogState()
+    offset = 0
+    fh = open_binary(path)
+    try:
+        if existing is not None:
+            n = int(existing["bytes_ingested"] or 0)
+            got = read_exact(fh, n, hasher)
+            if got == n and hasher.hexdigest() == existing["sha256"]:
+                state = LogState.from_json(existing["state"])
+                offset = n
+                if status == "new":
+                    status = "appended"
+            else:
+                fh.close()
+                fh = open_binary(path)
+                hasher = hashlib.sha256()
+                store.delete_source(key)
+                existing = None
+                status = "rewritten"
+        res = FileResult(key, status, kind=kind)
+        fallback_date = datetime.fromtimestamp(stat.st_mtime).date().isoformat()
+        runs = _RunBook(store, path, key)
+        rejected = int(existing["rejected"] or 0) if existing else 0
+        noise = int(existing["noise_lines"] or 0) if existing else 0
+        lines_before = state.lines
+        if progress and offset:
+            progress(min(offset, stat.st_size))
+        for block in line_blocks(fh):
+            hasher.update(block)
+            offset += len(block)
+            text = block.decode("utf-8", errors="replace")
+            chunk = parse_chunk(text, state.lines + 1, state, fallback_date)
+            _write_chunk(store, key, chunk, runs, res)
+            rejected += chunk.rejects.height
+            noise += chunk.noise
+            if progress:
+                progress(len(block))
+        res.lines = state.lines - lines_before
+        res.noise = noise - (int(existing["noise_lines"] or 0) if existing else 0)
+    finally:
+        fh.close()
+    if res.lines == 0 and status == "appended":
+        res.status = "unchanged"
+    store.upsert_source({
+        "path": key,
+        "kind": kind,
+        "size_bytes": stat.st_size,
+        "sha256": hasher.hexdigest(),
+        "bytes_ingested": offset,
+        "lines": state.lines,
+        "rejected": rejected,
+        "noise_lines": noise,
+        "ingested_at": datetime.now(),
+        "parser_version": PARSER_VERSION,
+        "head_sha256": head_sha,
+        "mtime": datetime.fromtimestamp(stat.st_mtime),
+        "state": state.to_json(),
+    })
+    res.runs_created = runs.created
+    return res
+
+
+def _write_chunk(store: Store, key: str, chunk: ParsedChunk, runs: _RunBook,
+                 res: FileResult) -> None:
+    for row in chunk.runs.iter_rows(named=True):
+        runs.observe(row)
+    for launch in chunk.launches:
+        runs.launch(launch)
+    mapping = runs.ids()
+
+    def with_run(frame: pl.DataFrame) -> pl.DataFrame:
+        return frame.with_columns(
+            pl.col("run_seq").replace_strict(mapping, return_dtype=pl.String).alias("run_id")
+        )
+
+    for table, frame in (
+        ("batches", chunk.batches),
+        ("events", chunk.events),
+        ("http_requests", chunk.http),
+        ("rejects", chunk.rejects),
+    ):
+        n = store.insert(table, with_run(frame), source_path=key)
+        res.rows[table] = res.rows.get(table, 0) + n
+    if chunk.continuation:
+        open_line = store.one(
+            "SELECT max(line_no) FROM events WHERE source_path = ? AND kind = 'error'", [key]
+        )
+        if open_line and open_line[0] is not None:
+            store.con.execute(
+                "UPDATE events SET message = message || chr(10) || ? "
+                "WHERE source_path = ? AND line_no = ?",
+                [chunk.continuation, key, open_line[0]],
+            )
+
+
+class _RunBook:
+    """Creates and updates the ``runs`` rows of one file as its lines stream by."""
+
+    def __init__(self, store: Store, path: Path, key: str) -> None:
+        self.store = store
+        self.path = path
+        self.key = key
+        self.created = 0
+        self._ids: dict[int, str] = {
+            int(seq): rid
+            for seq, rid in store.all(
+                "SELECT run_seq, run_id FROM runs WHERE source_path = ?", [key]
+            )
+        }
+
+    def ids(self) -> dict[int, str]:
+        return dict(self._ids)
+
+    def _new_name(self, seq: int) -> str:
+        base = run_base_name(self.path)
+        if seq > 0:
+            base = f"{base}-{seq + 1}"
+        name, k = base, 2
+        while self.store.name_taken(name):
+            name = f"{base}~{k}"
+            k += 1
+        return name
+
+    def observe(self, row: dict[str, Any]) -> None:
+        seq = int(row["run_seq"])
+        flags = {name: bool(row[name]) for name, _, _ in era.FEATURES}
+        if seq not in self._ids:
+            rid = hashlib.sha256(f"{self.key}\n{seq}\n{row['first_ts']}".encode()).hexdigest()[:12]
+            mask = era.mask_from_flags(flags)
+            self.store.con.execute(
+                "INSERT INTO runs (run_id, name, source_path, run_seq, first_line, started_at, "
+                "ended_at, engine, format_era, era_mask, role, env_complete, profiled, env, tags)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, 'sglang', ?, ?, 'baseline', false, ?, '{}', '{}')",
+                [rid, self._new_name(seq), self.key, seq, row["first_line"], row["first_ts"],
+                 row["last_ts"], era.label(mask), mask, bool(row["profiled"])],
+            )
+            self._ids[seq] = rid
+            self.created += 1
+            return
+        rid = self._ids[seq]
+        current = self.store.one("SELECT era_mask FROM runs WHERE run_id = ?", [rid])
+        mask = era.mask_from_flags(flags, int(current[0]) if current and current[0] is not None
+                                   else era.ALL)
+        self.store.con.execute(
+            "UPDATE runs SET started_at = least(coalesce(started_at, ?), ?), "
+            "ended_at = greatest(coalesce(ended_at, ?), ?), era_mask = ?, format_era = ?, "
+            "profiled = profiled OR ? WHERE run_id = ?",
+            [row["first_ts"], row["first_ts"], row["last_ts"], row["last_ts"], mask,
+             era.label(mask), bool(row["profiled"]), rid],
+        )
+
+    def launch(self, launch: Launch) -> None:
+        rid = self._ids[launch.run_seq]
+        args = launch.args or {}
+        safe = redact(args)
+
+        def size(key: str) -> int | None:
+            if not args:
+                return None
+            value = args.get(key)
+            return int(value) if isinstance(value, int) else (1 if value is None else None)
+
+        def opt_int(key: str) -> int | None:
+            value = args.get(key)
+            return int(value) if isinstance(value, int) else None
+
+        algo = args.get("speculative_algorithm")
+        algo = str(algo) if algo not in (None, "", "None") else None
+        self.store.con.execute(
+            "UPDATE runs SET server_args = ?, server_args_raw = ?, model = ?, tp_size = ?, "
+            "dp_size = ?, ep_size = ?, pp_size = ?, spec_algorithm = ?, spec_num_steps = ?, "
+            "spec_eagle_topk = ?, spec_num_draft_tokens = ?, role = ? WHERE run_id = ?",
+            [json.dumps(safe, default=str) if args else None, _redact_raw(launch.raw, args),
+             args.get("model_path"), size("tp_size"), size("dp_size"), size("ep_size"),
+             size("pp_size"), algo, opt_int("speculative_num_steps"),
+             opt_int("speculative_eagle_topk"), opt_int("speculative_num_draft_tokens"),
+             "speculative" if algo else "baseline", rid],
+        )
+
+
+def _redact_raw(raw: str, args: dict[str, Any]) -> str:
+    """The raw server_args text with the repr of every secret value replaced."""
+    for key, value in args.items():
+        if is_secret_key(key) and value not in (None, "", False):
+            raw = raw.replace(repr(value), "'<redacted>'")
+    return raw

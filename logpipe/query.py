@@ -1,0 +1,52 @@
+"""Read-only questions to the database: the runs list and user SQL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from logpipe.errors import RunNotFoundError
+from logpipe.store import Store
+
+RUNS_SQL = """
+SELECT r.name, r.run_id, r.started_at, r.model,
+       concat_ws(' ',
+         'tp' || r.tp_size,
+         CASE WHEN r.dp_size > 1 THEN 'dp' || r.dp_size END,
+         CASE WHEN r.ep_size > 1 THEN 'ep' || r.ep_size END,
+         CASE WHEN r.pp_size > 1 THEN 'pp' || r.pp_size END) AS layout,
+       CASE WHEN r.spec_algorithm IS NOT NULL THEN concat_ws(' ', r.spec_algorithm,
+         's' || r.spec_num_steps, 'k' || r.spec_eagle_topk, 'd' || r.spec_num_draft_tokens)
+       END AS speculation,
+       r.format_era AS era,
+       (SELECT count(*) FROM batches b WHERE b.run_id = r.run_id) AS rows
+FROM runs r
+ORDER BY r.started_at NULLS LAST, r.name
+"""
+
+
+def list_runs(db: str | Path) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """One row per run: name, id, start, model, layout, speculation, era, batch rows."""
+    with Store.open(db, read_only=True) as store:
+        return store.query(RUNS_SQL)
+
+
+def run_sql(db: str | Path, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """Run ``sql`` on a read-only connection to ``db``."""
+    with Store.open(db, read_only=True) as store:
+        return store.query(sql)
+
+
+def resolve_run(store: Store, ref: str) -> str:
+    """A run id from a name, an id or a unique id prefix."""
+    rows = store.all("SELECT run_id FROM runs WHERE name = ? OR run_id = ?", [ref, ref])
+    if not rows:
+        rows = store.all("SELECT run_id FROM runs WHERE starts_with(run_id, ?)", [ref])
+    if len(rows) == 1:
+        return str(rows[0][0])
+    names = [r[0] for r in store.all("SELECT name FROM runs ORDER BY name LIMIT 20")]
+    if not rows:
+        raise RunNotFoundError(f"no run named {ref!r}",
+                               hint="known runs: " + (", ".join(names) or "none"))
+    raise RunNotFoundError(f"run reference {ref!r} is ambiguous",
+                           hint="use the full run id or the name")

@@ -1,0 +1,85 @@
+"""Parse SGLang's ``server_args`` log line with :mod:`ast`, never ``eval``.
+
+Two styles exist (reference §3.1): the dataclass repr ``server_args=ServerArgs(a=1, …)``
+(≤0.5.21) and a dict repr ``server_args={'a': 1, …}`` (0.5.22+).  Values are Python
+literals; a value that is not a literal (an enum repr, a lambda, a truncated line) is kept
+as its source text, so nothing is lost and nothing is executed.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Any
+
+SERVER_ARGS_RE = re.compile(r"server_args\s*=\s*(?P<body>(?:ServerArgs\(|\{).*)$")
+
+
+def _literal(node: ast.AST, source: str) -> Any:
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return ast.get_source_segment(source, node)
+
+
+def parse_server_args(text: str) -> dict[str, Any] | None:
+    """Return the arguments in a ``server_args=…`` message, or None when it is not one.
+
+    >>> parse_server_args("server_args=ServerArgs(model_path='m', tp_size=8)")
+    {'model_path': 'm', 'tp_size': 8}
+    >>> parse_server_args("server_args={'model_path': 'm', 'dp_size': 2}")
+    {'model_path': 'm', 'dp_size': 2}
+    """
+    m = SERVER_ARGS_RE.search(text)
+    if m is None:
+        return None
+    body = m.group("body").rstrip()
+    try:
+        tree = ast.parse(body, mode="eval")
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+    node = tree.body
+    out: dict[str, Any] = {}
+    if isinstance(node, ast.Call):
+        for kw in node.keywords:
+            if kw.arg is not None:
+                out[kw.arg] = _literal(kw.value, body)
+        return out
+    if isinstance(node, ast.Dict):
+        for k, v in zip(node.keys, node.values, strict=True):
+            if isinstance(k, ast.Constant) and isinstance(k.value, str):
+                out[k.value] = _literal(v, body)
+        return out
+    return None
+
+
+_SECRET_WORDS = re.compile(
+    r"(secret|password|passwd|credential|api_?key|private_?key|access_?key|(^|_)key($|_)|auth)",
+    re.IGNORECASE,
+)
+# "token" names a secret (HF_TOKEN) unless the key counts tokens (max_total_tokens, ...).
+_TOKEN_COUNT = re.compile(
+    r"(tokens|tokenizer|num_|max_|min_|total|chunked|prefill|decode|reserved|budget|limit"
+    r"|count|len|usage|ratio|token_?map|token_?ids|per_token)",
+    re.IGNORECASE,
+)
+
+
+def is_secret_key(key: str) -> bool:
+    """True for keys whose values look like credentials (``HF_TOKEN``, ``api_key``...)."""
+    if _SECRET_WORDS.search(key):
+        return True
+    return "token" in key.lower() and not _TOKEN_COUNT.search(key)
+
+
+def redact(args: dict[str, Any]) -> dict[str, Any]:
+    """Replace values of secret-looking keys by ``'<redacted>'``, recursively."""
+    out: dict[str, Any] = {}
+    for key, value in args.items():
+        if is_secret_key(key) and value not in (None, "", False):
+            out[key] = "<redacted>"
+        elif isinstance(value, dict):
+            out[key] = redact(value)
+        else:
+            out[key] = value
+    return out

@@ -1,0 +1,120 @@
+"""Startup, lifecycle and HTTP lines of an SGLang server log (reference §3).
+
+Lines are classified with one vectorised pass (:data:`EVENT_KINDS` are regexes over the
+message, first match wins); the few lines that are events are then turned into
+``attrs`` in Python, which is cheap because events are rare next to batch lines.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import polars as pl
+
+from logpipe.server_args import parse_server_args, redact
+
+# kind → regex on the message (after every prefix is peeled).  Order matters.
+EVENT_KINDS: list[tuple[str, str]] = [
+    ("server_args", r"^server_args\s*="),
+    ("ready", r"The server is fired up and ready to roll"),
+    ("dist_init", r"^Init torch distributed (?:begin|ends)"),
+    ("nccl_version", r"^sglang is using nccl=="),
+    ("load_weight", r"^Load weight (?:begin|end)\."),
+    ("kv_cache", r"(?:KV Cache is allocated\.|KV Cache VA upper bound\.|^Using KV cache dtype)"),
+    ("memory_pool", r"^Memory pool end\."),
+    ("graph_capture", r"^Capture .*graph (?:begin|end)\b|^Capture cuda graph bs "),
+    ("capacity", r"^max_total_num_tokens="),
+    ("profiling_start", r"^Profiling (?:starts|enabled)"),
+    ("profiling_stop", r"^(?:Stop profiling|Profiling done)"),
+    ("retract", r"(?:KV cache pool is full\. Retract requests|Decode out of memory happened)"),
+    ("error", r"(?:hit an exception|Exception in ASGI application|^Traceback \(most recent call"
+              r" last\)|Received sigquit|^ERROR:)"),
+    ("shutdown", r"(?:SIGTERM received|Gracefully exiting|^(?:INFO:\s+)?Shutting down$"
+                 r"|^(?:INFO:\s+)?Finished server process)"),
+    ("server_start", r"^(?:INFO:\s+)?(?:Started server process|Uvicorn running on)"),
+    ("crash_dump", r"^(?:Dumping requests before crash|Dumped \d+ finished)"),
+]
+
+HTTP_RE = (
+    r"^(?:INFO|WARNING|ERROR):\s+(?P<client>\S+) - \"(?P<method>[A-Z]+) (?P<path>\S+) "
+    r"(?P<protocol>HTTP/[\d.]+)\" (?P<status>\d{3})(?: (?P<status_text>.*))?$"
+)
+ERROR_START = r"^Traceback \(most recent call last\)"
+
+
+def classify(lines: pl.DataFrame) -> pl.DataFrame:
+    """Add ``event_kind`` (or null) to ``lines`` (needs ``msg``)."""
+    expr: pl.Expr = pl.lit(None, dtype=pl.String)
+    for kind, regex in reversed(EVENT_KINDS):
+        expr = pl.when(pl.col("msg").str.contains(regex)).then(pl.lit(kind)).otherwise(expr)
+    return lines.with_columns(expr.alias("event_kind"))
+
+
+def parse_http(lines: pl.DataFrame) -> pl.DataFrame:
+    """Uvicorn access lines → ``row, client, method, path, protocol, status, status_text``."""
+    hits = lines.filter(pl.col("msg").str.starts_with("INFO:")
+                        | pl.col("msg").str.starts_with("WARNING:")
+                        | pl.col("msg").str.starts_with("ERROR:"))
+    parsed = hits.select("row", pl.col("msg").str.extract_groups(HTTP_RE).alias("h")).unnest("h")
+    return parsed.filter(pl.col("method").is_not_null()).with_columns(
+        pl.col("status").cast(pl.Int32)
+    )
+
+
+_KV_RE = re.compile(
+    r"(?P<k>[A-Za-z#_][\w #]*?)\s*(?:=|: )\s*(?P<v>\[[^\]]*\]|[^,\s]+)(?P<unit> GB| s\b)?"
+)
+_PHASE_RE = re.compile(r"\b(begin|end|ends|starts|done)\b", re.IGNORECASE)
+_GRAPH_RE = re.compile(r"^Capture (?P<what>.*?) graph (?P<phase>begin|end)", re.IGNORECASE)
+
+
+def _number(text: str) -> Any:
+    text = text.rstrip(".,")
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def event_attrs(kind: str, message: str) -> dict[str, Any]:
+    """Structured facts of one event line (numbers as numbers, units in the key)."""
+    if kind == "server_args":
+        args = parse_server_args(message)
+        return {"server_args": redact(args)} if args is not None else {"parse_error": True}
+    attrs: dict[str, Any] = {}
+    if kind == "error":
+        return attrs  # filled from the traceback by the caller
+    if kind == "nccl_version":
+        attrs["nccl_version"] = message.split("==", 1)[1].strip()
+        return attrs
+    if kind == "graph_capture":
+        m = _GRAPH_RE.match(message)
+        if m:
+            attrs["target"] = m.group("what").lower()
+            attrs["phase"] = m.group("phase").lower()
+    else:
+        p = _PHASE_RE.search(message)
+        if p and kind in {"dist_init", "load_weight"}:
+            attrs["phase"] = "begin" if p.group(1).lower() == "begin" else "end"
+    for m in _KV_RE.finditer(message):
+        key = m.group("k").strip().lower().replace(" ", "_")
+        if key.startswith("#"):
+            key = "num_" + key[1:]
+        if key in {"this_can_take_up_to_several_minutes"}:
+            continue
+        value = m.group("v")
+        unit = (m.group("unit") or "").strip()
+        if value.startswith("["):
+            try:
+                attrs[key] = json.loads(value)
+            except ValueError:
+                attrs[key] = value
+            continue
+        attrs[key + ("_gb" if unit == "GB" else "_s" if unit == "s" else "")] = _number(value)
+    return attrs

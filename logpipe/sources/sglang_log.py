@@ -1,0 +1,265 @@
+"""SGLang server logs, every release 0.2.15–0.5.23, with the wrappers found in real logs.
+
+:func:`parse_chunk` turns a block of complete lines into the rows of ``batches``,
+``events``, ``http_requests`` and ``rejects``, vectorised with polars.  State that crosses
+block boundaries (which run a line belongs to, midnight roll-over of time-only stamps, a
+traceback that continues an error) lives in :class:`LogState`, which the store keeps per
+file so an appended log resumes exactly where the last ingest stopped.
+
+Invariants: no Python loop per line except over the (rare) event lines; a line is a batch
+row, an event, an HTTP row, a reject, a continuation of an error, an informational line or
+noise, and exactly one of these; nothing raises on bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import polars as pl
+
+from logpipe import era
+from logpipe.server_args import parse_server_args
+from logpipe.sources import Source, register
+from logpipe.sources.sglang_batches import COLUMNS, parse_batches
+from logpipe.sources.sglang_events import ERROR_START, classify, event_attrs, parse_http
+from logpipe.sources.sglang_prefix import split_prefixes, timestamps
+
+NAME = "sglang_server_log"
+RAW_LIMIT = 2000
+MESSAGE_LIMIT = 100_000
+
+_SNIFF_RE = re.compile(
+    r"(?:^|[\] :])(?:Prefill|Decode) batch(?:[.,(]| ?\[\d)"
+    r"|server_args\s*=\s*(?:ServerArgs\(|\{)"
+    r"|The server is fired up and ready to roll"
+    r"|Load weight begin\. avail mem="
+    r"|KV Cache is allocated\."
+    r"|Capture cuda graph begin\.",
+    re.MULTILINE,
+)
+
+
+def sniff(head: str) -> bool:
+    """True when the head of a file shows SGLang server-log lines."""
+    return _SNIFF_RE.search(head) is not None
+
+
+SOURCE = register(
+    Source(
+        name=NAME,
+        description="SGLang server log (launch_server / Engine output), any release",
+        sniff=sniff,
+        samples=(
+            "eras/v0.2.15.log",
+            "eras/v0.4.5.log",
+            "eras/v0.5.10.log",
+            "eras/v0.5.23.log",
+            "mission/baseline-untuned/server.log",
+        ),
+        specificity=10,
+    )
+)
+
+
+@dataclass
+class LogState:
+    """What parsing needs to remember between blocks and between ingests of one file."""
+
+    run_seq: int = 0
+    run_has_args: bool = False
+    prev_time_s: float | None = None
+    day_offset: int = 0
+    open_error_line: int | None = None
+    lines: int = 0
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str | None) -> LogState:
+        return cls(**json.loads(text)) if text else cls()
+
+
+@dataclass
+class Launch:
+    run_seq: int
+    line_no: int
+    args: dict[str, Any] | None
+    raw: str
+
+
+@dataclass
+class ParsedChunk:
+    batches: pl.DataFrame
+    events: pl.DataFrame
+    http: pl.DataFrame
+    rejects: pl.DataFrame
+    runs: pl.DataFrame
+    """Per ``run_seq``: first/last timestamp and era feature flags."""
+    launches: list[Launch] = field(default_factory=list)
+    continuation: str | None = None
+    """Text continuing the error event left open by the previous block."""
+    noise: int = 0
+
+
+def _roll_days(df: pl.DataFrame, state: LogState) -> pl.DataFrame:
+    """Add a day to time-only stamps each time the clock runs backwards by > 12 h."""
+    if df["ts_raw"].null_count() == len(df):
+        return df
+    secs = (
+        pl.col("ts").dt.hour().cast(pl.Int64) * 3600
+        + pl.col("ts").dt.minute().cast(pl.Int64) * 60
+        + pl.col("ts").dt.second().cast(pl.Int64)
+    ).cast(pl.Float64)
+    only = df.filter(pl.col("ts_raw").is_not_null() & pl.col("ts").is_not_null()).select(
+        "row", secs.alias("s")
+    )
+    prev = only["s"].shift(1, fill_value=state.prev_time_s if state.prev_time_s is not None
+                           else only["s"][0])
+    only = only.with_columns(((pl.col("s") < prev - 43200).cast(pl.Int64).cum_sum()
+                              + state.day_offset).alias("days"))
+    if len(only):
+        state.prev_time_s = float(only["s"][-1])
+        state.day_offset = int(only["days"][-1])
+    return df.join(only.select("row", "days"), on="row", how="left", maintain_order="left").with_columns(
+        pl.when(pl.col("days").is_not_null())
+        .then(pl.col("ts") + pl.duration(days=pl.col("days")))
+        .otherwise(pl.col("ts"))
+        .alias("ts")
+    ).drop("days")
+
+
+def parse_chunk(text: str, first_line_no: int, state: LogState, fallback_date: str) -> ParsedChunk:
+    """Parse complete lines (``text`` ends with ``\\n``); ``first_line_no`` is 1-based.
+
+    ``state`` is updated in place to describe the position after this block.
+    """
+    raw = pl.Series("raw", text.split("\n")[:-1] if text.endswith("\n") else text.split("\n"))
+    df = pl.DataFrame([raw]).with_row_index("row")
+    df = df.with_columns((pl.col("row").cast(pl.Int64) + first_line_no).alias("line_no"))
+    df = timestamps(split_prefixes(df), fallback_date)
+    df = _roll_days(df, state)
+    df = classify(df)
+
+    batches, rejects = parse_batches(df)
+    http = parse_http(df)
+
+    # Which run each line belongs to: a server_args line starts a launch.
+    is_launch = (pl.col("event_kind") == "server_args").fill_null(False).cast(pl.Int64)
+    launches_before = is_launch.cum_sum()
+    if state.run_has_args:
+        run_seq = launches_before + state.run_seq
+    else:
+        run_seq = pl.max_horizontal(launches_before - 1, pl.lit(0)) + state.run_seq
+    kinds = (
+        batches.select("row", pl.lit("batch").alias("cat"))
+        .vstack(rejects.select("row", pl.lit("reject").alias("cat")))
+        .vstack(http.select("row", pl.lit("http").alias("cat")))
+    )
+    df = df.join(kinds, on="row", how="left", maintain_order="left").with_columns(
+        run_seq.alias("run_seq"),
+        pl.when(pl.col("cat").is_null() & pl.col("event_kind").is_not_null())
+        .then(pl.lit("event"))
+        .otherwise(pl.col("cat"))
+        .alias("cat"),
+    )
+    # Continuations: unprefixed, unrecognised lines belong to the preceding leader line.
+    leader = (pl.col("has_prefix") | pl.col("cat").is_not_null()
+              | pl.col("msg").str.contains(ERROR_START))
+    df = df.with_columns(leader.alias("leader")).with_columns(
+        pl.col("leader").cast(pl.Int64).cum_sum().alias("grp")
+    )
+    leaders = df.filter(pl.col("leader")).select(
+        "grp", pl.col("event_kind").alias("leader_kind"), pl.col("line_no").alias("leader_line")
+    )
+    df = df.join(leaders, on="grp", how="left", maintain_order="left")
+    follow = df.filter(~pl.col("leader"))
+    attached = follow.filter((pl.col("leader_kind") == "error")
+                             | (pl.col("grp") == 0) & pl.lit(state.open_error_line is not None))
+    noise = len(follow) - len(attached)
+
+    continuation = None
+    head_cont = attached.filter(pl.col("grp") == 0)
+    if len(head_cont):
+        continuation = "\n".join(head_cont["raw"].str.replace_all("\r", "").to_list())
+    cont_text = (
+        attached.filter(pl.col("grp") > 0)
+        .group_by("grp")
+        .agg(pl.col("raw").str.replace_all("\r", "").str.join("\n").alias("cont"))
+    )
+
+    # Events: few lines, so attrs are built in Python.
+    ev = (
+        df.filter(pl.col("cat") == "event")
+        .join(cont_text, on="grp", how="left", maintain_order="left")
+        .select("row", "line_no", "ts", "run_seq", pl.col("event_kind").alias("kind"),
+                "msg", "cont", "ts_raw")
+    )
+    launches: list[Launch] = []
+    attrs: list[str] = []
+    messages: list[str] = []
+    for kind, msg, cont, line_no, rseq in zip(
+        ev["kind"], ev["msg"], ev["cont"], ev["line_no"], ev["run_seq"], strict=True
+    ):
+        a = event_attrs(kind, msg)
+        if kind == "error" and cont:
+            tail = [t.strip() for t in cont.splitlines() if t.strip()]
+            if tail:
+                a["exception"] = tail[-1][:500]
+        if kind == "server_args":
+            args = parse_server_args(msg)
+            launches.append(Launch(rseq, line_no, args, msg))
+            messages.append(msg[:MESSAGE_LIMIT])
+        else:
+            messages.append((msg + ("\n" + cont if cont else ""))[:MESSAGE_LIMIT])
+        attrs.append(json.dumps(a, default=str))
+    events = ev.select("line_no", "ts", "run_seq", "kind").with_columns(
+        pl.Series("message", messages, dtype=pl.String),
+        pl.Series("attrs", attrs, dtype=pl.String),
+    )
+
+    # Batch rows with their prefix facts.
+    line_facts = df.select("row", "line_no", "ts", "ts_raw", "run_seq", "dp_rank", "tp_rank",
+                           "pp_rank", "ep_rank", pl.col("ranks").alias("rank_tag"))
+    batches = line_facts.join(batches, on="row", how="inner", maintain_order="left").select(
+        "run_seq", "line_no", "ts", "ts_raw", "kind", "dp_rank", "tp_rank", "pp_rank",
+        "ep_rank", "rank_tag", "forward_iter", "mixed_chunk", *COLUMNS, "extra",
+    )
+    http = line_facts.join(http, on="row", how="inner", maintain_order="left").select(
+        "run_seq", "line_no", "ts", "client", "method", "path", "protocol", "status",
+        "status_text",
+    )
+    rejects = df.join(rejects, on="row", how="inner", maintain_order="left").select(
+        "run_seq", "line_no", "reason",
+        pl.col("raw").str.replace_all("\r", "").str.slice(0, RAW_LIMIT).alias("raw"),
+    )
+
+    # Era features and time span per run (joined with batch kind for the predicates).
+    feat = df.join(batches.select("line_no", pl.col("kind").alias("bkind")), on="line_no",
+                   how="left", maintain_order="left")
+    runs = era.feature_flags(feat, "run_seq").join(
+        df.group_by("run_seq").agg(
+            pl.col("ts").min().alias("first_ts"), pl.col("ts").max().alias("last_ts"),
+            (pl.col("event_kind") == "profiling_start").any().alias("profiled"),
+            pl.col("line_no").min().alias("first_line"),
+        ),
+        on="run_seq",
+    )
+
+    # Carry state forward.
+    if len(df):
+        last = df.tail(1)
+        state.run_seq = int(last["run_seq"][0])
+        state.run_has_args = state.run_has_args or bool(launches)
+        last_leader = df.filter(pl.col("leader")).tail(1)
+        if len(last_leader):
+            state.open_error_line = (
+                int(last_leader["line_no"][0])
+                if last_leader["event_kind"][0] == "error" else None
+            )
+        state.lines = int(last["line_no"][0])
+    return ParsedChunk(batches=batches, events=events, http=http, rejects=rejects, runs=runs,
+                       launches=launches, continuation=continuation, noise=noise)

@@ -1,0 +1,216 @@
+"""The DuckDB database: schema, migrations, writes and bookkeeping.
+
+Invariants:
+- The schema is the numbered SQL files in ``schemas/migrations/``, applied in order and
+  recorded in ``schema_migrations``; a shipped file is never edited.  Views are recreated
+  from ``schemas/views.sql`` after migrating.
+- Every row written carries the file (``source_path``) and line it came from.
+- Writes of one file happen inside one transaction opened by the caller
+  (:meth:`Store.transaction`): a failure leaves the database as it was.
+- Connections never try the network (``autoinstall_known_extensions=False``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from logpipe.errors import DatabaseError, QueryError
+
+DEFAULT_DB = "logpipe.duckdb"
+DATA_TABLES = ("batches", "events", "http_requests", "rejects")
+
+
+def schemas_dir() -> Path:
+    """``$LOGPIPE_SCHEMAS`` or the ``schemas/`` folder beside the package."""
+    env = os.environ.get("LOGPIPE_SCHEMAS")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parent.parent / "schemas"
+
+
+def migrations() -> list[tuple[int, str, str]]:
+    """``(version, name, sql)`` for every migration file, in order."""
+    folder = schemas_dir() / "migrations"
+    if not folder.is_dir():
+        raise DatabaseError("schema migrations not found", path=folder,
+                            hint="set LOGPIPE_SCHEMAS to the project's schemas/ folder")
+    out = []
+    for path in sorted(folder.glob("*.sql")):
+        version = int(path.name.split("_", 1)[0])
+        out.append((version, path.stem, path.read_text()))
+    return out
+
+
+def _config() -> dict[str, Any]:
+    return {"autoinstall_known_extensions": False, "autoload_known_extensions": True}
+
+
+class Store:
+    """An open logpipe database."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: str) -> None:
+        self.con = con
+        self.path = path
+
+    # -- opening ---------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: str | Path, *, read_only: bool = False) -> Store:
+        """Open (creating and migrating unless ``read_only``) the database at ``path``."""
+        path = str(path)
+        if read_only and not Path(path).exists():
+            raise DatabaseError("database does not exist", path=path,
+                                hint="run `logpipe ingest PATH` first, or pass --db")
+        try:
+            con = duckdb.connect(path, read_only=read_only, config=_config())
+        except duckdb.Error as exc:
+            raise DatabaseError(f"cannot open database: {exc}", path=path,
+                                hint="is another process writing to it?") from exc
+        store = cls(con, path)
+        if not read_only:
+            store.migrate()
+        return store
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def migrate(self) -> list[int]:
+        """Apply pending migrations and recreate views; returns the versions applied."""
+        con = self.con
+        con.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations "
+            "(version INTEGER PRIMARY KEY, name VARCHAR, applied_at TIMESTAMP)"
+        )
+        done = {r[0] for r in con.execute("SELECT version FROM schema_migrations").fetchall()}
+        applied = []
+        for version, name, sql in migrations():
+            if version in done:
+                continue
+            with self.transaction():
+                con.execute(sql)
+                con.execute("INSERT INTO schema_migrations VALUES (?, ?, now())",
+                            [version, name])
+            applied.append(version)
+        views = schemas_dir() / "views.sql"
+        if views.exists():
+            con.execute(views.read_text())
+        return applied
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            yield
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        self.con.execute("COMMIT")
+
+    # -- reading ---------------------------------------------------------------------
+
+    def one(self, sql: str, params: list[Any] | None = None) -> tuple[Any, ...] | None:
+        return self.con.execute(sql, params or []).fetchone()
+
+    def all(self, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
+        return self.con.execute(sql, params or []).fetchall()
+
+    def columns(self, table: str) -> list[tuple[str, str]]:
+        """``(name, type)`` of a table or view, in order."""
+        return [
+            (r[0], r[1])
+            for r in self.all(
+                "SELECT column_name, data_type FROM information_schema.columns "
+                "WHERE table_name = ? ORDER BY ordinal_position",
+                [table],
+            )
+        ]
+
+    def source(self, path: str) -> dict[str, Any] | None:
+        cur = self.con.execute("SELECT * FROM sources WHERE path = ?", [path])
+        row = cur.fetchone()
+        if row is None:
+            return None
+        return dict(zip([d[0] for d in cur.description], row, strict=True))
+
+    def sources_with_head(self, head_sha256: str) -> list[dict[str, Any]]:
+        cur = self.con.execute("SELECT * FROM sources WHERE head_sha256 = ?", [head_sha256])
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+
+    def query(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """Run user SQL; returns column names and rows."""
+        try:
+            cur = self.con.execute(sql)
+            if cur.description is None:
+                return [], []
+            return [d[0] for d in cur.description], cur.fetchall()
+        except duckdb.Error as exc:
+            message = " ".join(str(exc).split())
+            hint = ("`logpipe sql` opens the database read-only; write with DuckDB directly"
+                    if "read-only" in message
+                    else "the tables and views are documented in schemas/README.md")
+            raise QueryError(message, path=self.path, hint=hint) from exc
+
+    # -- writing (inside a transaction) ----------------------------------------------
+
+    def insert(self, table: str, frame: pl.DataFrame, **constants: Any) -> int:
+        """Append ``frame`` (plus constant columns) to ``table``; returns rows written."""
+        if frame.height == 0:
+            return 0
+        frame = frame.with_columns(
+            [pl.lit(v, dtype=pl.String).alias(k) for k, v in constants.items()]
+        )
+        cols = [c for c, _ in self.columns(table) if c in frame.columns]
+        arrow = frame.select(cols).to_arrow()
+        self.con.register("_incoming", arrow)
+        try:
+            col_list = ", ".join(cols)
+            self.con.execute(f"INSERT INTO {table} ({col_list}) SELECT {col_list} FROM _incoming")
+        finally:
+            self.con.unregister("_incoming")
+        return frame.height
+
+    def delete_source(self, path: str) -> None:
+        """Remove every row that came from ``path`` (a rewritten file is re-read whole)."""
+        for table in DATA_TABLES:
+            self.con.execute(f"DELETE FROM {table} WHERE source_path = ?", [path])
+        self.con.execute("DELETE FROM runs WHERE source_path = ?", [path])
+        self.con.execute("DELETE FROM sources WHERE path = ?", [path])
+
+    def move_source(self, old: str, new: str) -> None:
+        """Re-point every row of a moved (rotated) file to its new path."""
+        for table in DATA_TABLES:
+            self.con.execute(f"UPDATE {table} SET source_path = ? WHERE source_path = ?",
+                             [new, old])
+        self.con.execute("UPDATE runs SET source_path = ? WHERE source_path = ?", [new, old])
+        self.con.execute("UPDATE sources SET path = ? WHERE path = ?", [new, old])
+
+    def upsert_source(self, row: dict[str, Any]) -> None:
+        cols = list(row)
+        placeholders = ", ".join("?" for _ in cols)
+        updates = ", ".join(f"{c} = excluded.{c}" for c in cols if c != "path")
+        self.con.execute(
+            f"INSERT INTO sources ({', '.join(cols)}) VALUES ({placeholders}) "
+            f"ON CONFLICT (path) DO UPDATE SET {updates}",
+            [row[c] for c in cols],
+        )
+
+    def name_taken(self, name: str) -> bool:
+        return self.one("SELECT 1 FROM runs WHERE name = ?", [name]) is not None
+
+
+def default_db() -> str:
+    return os.environ.get("LOGPIPE_DB", DEFAULT_DB)

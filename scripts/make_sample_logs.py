@@ -1,0 +1,527 @@
+"""Generate the realistic SGLang logs under ``sample_logs/`` (deterministic).
+
+Every line follows a template of reference ``sglang_formats.md`` for its release; the
+numbers are made up but shaped like real runs.  Run from the repository root:
+
+    python scripts/make_sample_logs.py [OUT_DIR]
+
+``tests/test_samples.py`` regenerates into a temporary folder and checks the committed
+files are identical, so edit this script, never the logs.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+# ---------------------------------------------------------------------------- helpers
+
+
+@dataclass
+class Era:
+    """How one release prints (only what the generator needs)."""
+
+    version: str
+    stamp: str = "date"  # "time" (0.2.15-0.3.2), "date", "ms" (SGLANG_LOG_MS, 0.5.6+)
+    ranks: str = " TP0"  # rank part of the scheduler prefix
+    head: str = ". "  # ". " (<=0.5.3) or ", " (0.5.4+)
+    fwd_iter: bool = False  # " [N]" after the head word (0.5.4+)
+    trailing: bool = False  # line ends with ", "
+    args_style: str = "repr"  # "repr" (<=0.5.21) or "dict" (0.5.22+)
+    graph_label: str | None = None  # "cuda graph" etc. (0.4.7+ decode)
+    prefill_graph: bool = False  # graph flag on prefill (0.5.9+)
+    prefill_order: str = "none"  # "tp_then_graph" (0.5.9), "graph_then_tp" (0.5.10+)
+    cache_hit_rate: bool = False  # prefill, <=0.4.3
+    prefill_usage: bool = True  # prefill token usage (0.3.2+)
+    pending_token: bool = False  # 0.5.11+
+    accept_rate: bool = False  # 0.5.4+
+    capture: str = "old"  # "old" (<=0.5.13) or "target" (0.5.14+)
+    kv_dtype_first: bool = False  # "KV Cache is allocated. dtype: ..." (0.5.13+)
+    uvicorn_ts: bool = True  # uvicorn lines carry SGLang's prefix (0.4.3+)
+    pool: str = "plain"  # "plain", "swa", "mamba", "hisparse"
+    suffix: str = ""  # extra fields after #queue-req (MFU, occupancy)
+    extra_decode: str = ""  # inserted before the graph flag (PD fields)
+
+
+def stamp(t: datetime, era: Era) -> str:
+    if era.stamp == "time":
+        return t.strftime("%H:%M:%S")
+    if era.stamp == "ms":
+        return t.strftime("%Y-%m-%d %H:%M:%S") + f".{t.microsecond // 1000:03d}"
+    return t.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def sched(t: datetime, era: Era, msg: str) -> str:
+    """A line of the scheduler process (rank prefix)."""
+    return f"[{stamp(t, era)}{era.ranks}] {msg}"
+
+
+def main_proc(t: datetime, era: Era, msg: str) -> str:
+    """A line of the main (HTTP/tokenizer) process: no rank part."""
+    return f"[{stamp(t, era)}] {msg}"
+
+
+def server_args_text(args: dict[str, Any], style: str) -> str:
+    if style == "dict":
+        return "server_args=" + repr(args)
+    return "server_args=ServerArgs(" + ", ".join(f"{k}={v!r}" for k, v in args.items()) + ")"
+
+
+def base_args(model: str, **over: Any) -> dict[str, Any]:
+    args: dict[str, Any] = {
+        "model_path": model, "tokenizer_path": model, "tokenizer_mode": "auto",
+        "skip_tokenizer_init": False, "load_format": "auto", "trust_remote_code": False,
+        "dtype": "auto", "kv_cache_dtype": "auto", "quantization": None,
+        "served_model_name": model, "chat_template": None, "host": "127.0.0.1", "port": 30000,
+        "mem_fraction_static": 0.88, "max_running_requests": None, "max_total_tokens": None,
+        "chunked_prefill_size": 8192, "max_prefill_tokens": 16384, "schedule_policy": "fcfs",
+        "tp_size": 1, "dp_size": 1, "stream_interval": 1, "random_seed": 42,
+        "log_level": "info", "decode_log_interval": 40, "api_key": None,
+        "attention_backend": None, "disable_cuda_graph": False, "cuda_graph_max_bs": None,
+        "enable_dp_attention": False, "ep_size": 1, "pp_size": 1,
+        "speculative_algorithm": None, "speculative_draft_model_path": None,
+        "speculative_num_steps": None, "speculative_eagle_topk": None,
+        "speculative_num_draft_tokens": None,
+    }
+    args.update(over)
+    return args
+
+
+def f2(x: float) -> str:
+    return f"{x:.2f}"
+
+
+@dataclass
+class Log:
+    era: Era
+    t: datetime
+    rng: random.Random
+    lines: list[str] = field(default_factory=list)
+    iteration: int = 0
+
+    def tick(self, seconds: float) -> None:
+        self.t += timedelta(seconds=seconds)
+
+    def s(self, msg: str) -> None:
+        self.lines.append(sched(self.t, self.era, msg))
+
+    def m(self, msg: str) -> None:
+        self.lines.append(main_proc(self.t, self.era, msg))
+
+    def raw(self, text: str) -> None:
+        self.lines.append(text)
+
+    def http(self, method: str, path: str, status: str = "200 OK") -> None:
+        port = self.rng.randint(30000, 60000)
+        text = f'INFO:     127.0.0.1:{port} - "{method} {path} HTTP/1.1" {status}'
+        if self.era.uvicorn_ts:
+            self.m(text)
+        else:
+            self.raw(text)
+
+    def head(self, word: str) -> str:
+        era = self.era
+        self.iteration += 1
+        it = f" [{self.iteration * 40}]" if era.fwd_iter else ""
+        return f"{word} batch{it}{era.head}"
+
+    def usage(self, tokens: int, usage: float) -> str:
+        pool = self.era.pool
+        if pool == "swa":
+            return (f"#full token: {tokens}, full token usage: {f2(usage)}, "
+                    f"#swa token: {tokens // 4}, swa token usage: {f2(usage / 4)}")
+        if pool == "mamba":
+            return (f"#full token: {tokens}, full token usage: {f2(usage)}, "
+                    f"mamba num: {3}, mamba usage: {f2(0.02)}")
+        if pool == "hisparse":
+            return (f"#token: {tokens}, token usage: {f2(usage)}, #gpu token: {tokens // 2}, "
+                    f"gpu token usage: {f2(usage / 2)}, #cpu token: {tokens // 2}, "
+                    f"cpu token usage: {f2(usage / 8)}")
+        return f"#token: {tokens}, token usage: {f2(usage)}"
+
+    def end(self, body: str) -> str:
+        body += self.era.suffix
+        return body + (", " if self.era.trailing else "")
+
+    def prefill(self, new_token: int, cached: int, running: int, queue: int, usage: float,
+                tput: float, graph: bool = True, mixed: bool = False, hit: float = 0.0) -> None:
+        era = self.era
+        if mixed:
+            head = f"Prefill batch(mixed #running-req: {running}). "
+            fields = [f"#new-seq: 1", f"#new-token: {new_token}", f"#cached-token: {cached}",
+                      f"cache hit rate: {hit:.2f}%", f"#queue-req: {queue}"]
+            self.s(head + ", ".join(fields))
+            return
+        fields = [f"#new-seq: 1", f"#new-token: {new_token}", f"#cached-token: {cached}"]
+        if era.cache_hit_rate:
+            fields.append(f"cache hit rate: {hit:.2f}%")
+        if era.prefill_usage:
+            if era.pool == "swa":
+                fields.append(f"full token usage: {f2(usage)}, swa token usage: {f2(usage / 4)}")
+            elif era.pool == "mamba":
+                fields.append(f"full token usage: {f2(usage)}, mamba usage: {f2(0.02)}")
+            else:
+                fields.append(f"token usage: {f2(usage)}")
+        fields += [f"#running-req: {running}", f"#queue-req: {queue}"]
+        label = era.graph_label or "cuda graph"
+        if era.prefill_order == "tp_then_graph":
+            fields += [f"input throughput (token/s): {f2(tput)}", f"{label}: {graph}"]
+        elif era.prefill_order == "graph_then_tp":
+            if era.pending_token:
+                fields.append(f"#pending-token: {self.rng.randint(0, 64)}")
+                if era.version == "0.5.23":
+                    fields.append(f"#replay-token: {self.rng.randint(1, 8)}")
+            fields += [f"{label}: {graph}", f"input throughput (token/s): {f2(tput)}"]
+        self.s(self.end(self.head("Prefill") + ", ".join(fields)))
+
+    def decode(self, running: int, tokens: int, usage: float, gen: float, queue: int = 0,
+               graph: bool = True, accept: float | None = None, ndt: int = 3) -> None:
+        era = self.era
+        fields = [f"#running-req: {running}", self.usage(tokens, usage)]
+        if accept is not None:
+            fields.append(f"accept len: {f2(accept)}")
+            if era.accept_rate:
+                fields.append(f"accept rate: {f2((accept - 1) / (ndt - 1))}")
+        if era.extra_decode:
+            fields.append(era.extra_decode)
+        if era.graph_label:
+            fields.append(f"{era.graph_label}: {graph}")
+        fields += [f"gen throughput (token/s): {f2(gen)}", f"#queue-req: {queue}"]
+        self.s(self.end(self.head("Decode") + ", ".join(fields)))
+
+
+# ------------------------------------------------------------------- run scenarios
+
+
+def ver(era: Era) -> tuple[int, ...]:
+    return tuple(int(x) for x in era.version.split("."))
+
+
+def startup(log: Log, args: dict[str, Any], arch: str, tp: int = 1,
+            spec: bool = False) -> None:
+    """The startup lines of reference §3.2 as the era prints them."""
+    era = log.era
+    v = ver(era)
+    log.m(server_args_text(args, era.args_style))
+    log.tick(2.1)
+    if tp > 1:
+        log.s("Init torch distributed begin.")
+        log.tick(0.8)
+        log.s("sglang is using nccl==2.27.3")
+        log.raw("node-1:8811:8811 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.2<0>")
+        log.raw("node-1:8811:8811 [0] NCCL INFO NCCL version 2.27.3+cuda12.8")
+        log.s("Init torch distributed ends. mem usage=0.41 GB")
+    log.s("Load weight begin. avail mem=78.54 GB")
+    log.raw("Loading safetensors checkpoint shards: 100% Completed | 8/8 [00:12<00:00,  1.52s/it]")
+    log.tick(13.4)
+    if v <= (0, 4, 3):
+        log.s(f"Load weight end. type={arch}, dtype=torch.bfloat16, avail mem=61.88 GB")
+    else:
+        log.s(f"Load weight end. type={arch}, dtype=torch.bfloat16, avail mem=61.88 GB, "
+              f"mem usage=16.66 GB.")
+    if era.kv_dtype_first:
+        log.s("KV Cache is allocated. dtype: torch.bfloat16, #tokens: 421337, "
+              "K size: 19.29 GB, V size: 19.29 GB")
+    elif v >= (0, 4, 4):
+        log.s("KV Cache is allocated. #tokens: 421337, K size: 19.29 GB, V size: 19.29 GB")
+    log.s("Memory pool end. avail mem=22.31 GB")
+    log.tick(0.4)
+    if era.capture == "target":
+        log.s("Capture target decode CUDA graph begin. backend=full, num_tokens_per_req=1, "
+              "avail mem=21.80 GB")
+        log.raw("Capturing batches (bs=1 avail_mem=21.50 GB): 100%|██████████| 36/36 "
+                "[00:07<00:00,  4.81it/s]")
+        log.tick(7.6)
+        log.s("Capture target decode CUDA graph end. bs=[1, 2, 4, 8, 16, 24, 32], "
+              "elapsed=7.61 s, mem usage=0.62 GB, avail mem=21.18 GB.")
+    elif v <= (0, 4, 3):
+        log.s("Capture cuda graph begin. This can take up to several minutes.")
+        log.tick(7.6)
+        log.s("Capture cuda graph end. Time elapsed: 7.61 s")
+    else:
+        log.s("Capture cuda graph begin. This can take up to several minutes. "
+              "avail mem=21.80 GB")
+        if v >= (0, 4, 7):
+            log.s("Capture cuda graph bs [1, 2, 4, 8, 16, 24, 32]")
+        log.tick(7.6)
+        if v <= (0, 4, 7):
+            log.s("Capture cuda graph end. Time elapsed: 7.61 s. avail mem=21.18 GB. "
+                  "mem usage=0.62 GB.")
+        else:
+            log.s("Capture cuda graph end. Time elapsed: 7.61 s. mem usage=0.62 GB. "
+                  "avail mem=21.18 GB.")
+        if spec:
+            log.s("Capture draft cuda graph begin. This can take up to several minutes. "
+                  "avail mem=21.10 GB")
+            log.tick(3.2)
+            log.s("Capture draft cuda graph end. Time elapsed: 3.20 s. mem usage=0.31 GB. "
+                  "avail mem=20.79 GB.")
+    if v <= (0, 4, 2):
+        log.s("max_total_num_tokens=421337, max_prefill_tokens=16384, max_running_requests=48, "
+              "context_len=131072")
+    elif v <= (0, 4, 6):
+        log.s("max_total_num_tokens=421337, chunked_prefill_size=8192, "
+              "max_prefill_tokens=16384, max_running_requests=48, context_len=131072")
+    else:
+        log.s("max_total_num_tokens=421337, chunked_prefill_size=8192, "
+              "max_prefill_tokens=16384, max_running_requests=48, context_len=131072, "
+              "available_gpu_mem=20.79 GB")
+    log.m("INFO:     Started server process [8811]") if era.uvicorn_ts else \
+        log.raw("INFO:     Started server process [8811]")
+    log.m("INFO:     Uvicorn running on http://127.0.0.1:30000 (Press CTRL+C to quit)") \
+        if era.uvicorn_ts else \
+        log.raw("INFO:     Uvicorn running on http://127.0.0.1:30000 (Press CTRL+C to quit)")
+    log.tick(1.0)
+    log.http("GET", "/model_info" if v >= (0, 5, 7) else "/get_model_info")
+    # Warm-up request: a tiny prefill that runs eagerly, then the ready line.
+    log.prefill(new_token=1, cached=0, running=0, queue=0, usage=0.0, tput=0.05, graph=False)
+    log.tick(0.6)
+    log.http("POST", "/generate")
+    log.m("The server is fired up and ready to roll!")
+
+
+def workload(log: Log, requests: int, lines_per_req: int, tps: float, noise: float,
+             accept: tuple[float, float] | None = None, concurrency: int = 1,
+             first_eager: bool = True) -> None:
+    rng = log.rng
+    tokens = 0
+    for r in range(requests):
+        log.tick(rng.uniform(2.0, 6.0))  # idle gap before the request
+        if r % 3 == 0:
+            log.http("GET", "/health")
+        prompt = rng.randint(600, 2400)
+        cached = rng.choice([0, 0, 512])
+        log.prefill(new_token=prompt - cached, cached=cached, running=concurrency - 1, queue=0,
+                    usage=0.01, tput=prompt / 0.35, hit=cached / prompt * 100)
+        tokens = prompt
+        for i in range(lines_per_req):
+            if accept is not None:
+                al = min(3.0, max(1.0, rng.gauss(*accept)))
+                gen = rng.gauss(tps, noise) * al / accept[0]
+            else:
+                al = None
+                gen = rng.gauss(tps, noise)
+            graph = True
+            if i == 0:
+                gen *= 0.4  # the window includes the idle gap and the prefill
+                if r == 0 and first_eager:
+                    graph, gen = False, 0.05
+            step = 40 * concurrency / max(gen, 1.0)
+            log.tick(min(step, 30.0))
+            tokens += 40
+            log.decode(running=concurrency, tokens=tokens * concurrency,
+                       usage=min(0.99, tokens * concurrency / 421337), gen=gen, graph=graph,
+                       accept=al)
+        log.http("POST", "/v1/chat/completions")
+
+
+def shutdown(log: Log) -> None:
+    log.tick(3.0)
+    for text in ("INFO:     Shutting down", "INFO:     Application shutdown complete.",
+                 "INFO:     Finished server process [8811]"):
+        log.m(text) if log.era.uvicorn_ts else log.raw(text)
+
+
+# ------------------------------------------------------------------------- eras
+
+ERAS: dict[str, Era] = {
+    "0.2.15": Era("0.2.15", stamp="time", cache_hit_rate=True, prefill_usage=False,
+                  uvicorn_ts=False),
+    "0.3.6": Era("0.3.6", cache_hit_rate=True, uvicorn_ts=False),
+    "0.4.5": Era("0.4.5", trailing=True),
+    "0.4.7": Era("0.4.7", ranks="", graph_label="cuda graph"),
+    "0.5.1": Era("0.5.1", ranks=" DP1 TP1 EP1", trailing=True, graph_label="cuda graph",
+                 pool="swa", extra_decode="pre-allocated usage: 0.00, #retracted-req: 0"),
+    "0.5.5": Era("0.5.5", head=", ", fwd_iter=True, trailing=True, graph_label="cuda graph",
+                 accept_rate=True),
+    "0.5.10": Era("0.5.10", head=", ", graph_label="cuda graph", prefill_graph=True,
+                  prefill_order="graph_then_tp", accept_rate=True, pool="mamba",
+                  suffix=", est. decode TFLOPS/s (per GPU): 41.20, est. read BW (GB/s per GPU): "
+                         "1520.33, est. write BW (GB/s per GPU): 12.08"),
+    "0.5.16": Era("0.5.16", stamp="ms", ranks=" DP1 PP1 ATTN_CP0 MOE_DP0 TP12 EP12", head=", ",
+                  fwd_iter=True, graph_label="npu graph", prefill_graph=True,
+                  prefill_order="graph_then_tp", pending_token=True, accept_rate=True,
+                  capture="target", kv_dtype_first=True, pool="hisparse",
+                  suffix=", fwd occupancy: 91.20%"),
+    "0.5.23": Era("0.5.23", stamp="ms", head=", ", fwd_iter=True, args_style="dict",
+                  graph_label="cuda graph", prefill_graph=True, prefill_order="graph_then_tp",
+                  pending_token=True, accept_rate=True, capture="target", kv_dtype_first=True,
+                  suffix=", fwd+idle occupancy: 87.45%"),
+}
+
+
+def era_log(version: str, seed: int) -> list[str]:
+    era = ERAS[version]
+    rng = random.Random(seed)
+    start = datetime(2026, 3, 1, 23, 59, 10) if era.stamp == "time" else \
+        datetime(2026, 3, 1, 10, 0, 0, 120000)
+    log = Log(era, start, rng)
+    spec = version in ("0.4.5", "0.5.5")
+    over: dict[str, Any] = {}
+    if spec:
+        over = dict(speculative_algorithm="EAGLE", speculative_draft_model_path="draft/eagle",
+                    speculative_num_steps=2, speculative_eagle_topk=1,
+                    speculative_num_draft_tokens=3)
+    if version == "0.5.1":
+        over.update(tp_size=2, dp_size=2, ep_size=2, enable_dp_attention=True)
+    if version == "0.5.16":
+        over.update(tp_size=16, dp_size=2, ep_size=16, pp_size=2)
+    startup(log, base_args("Qwen/Qwen3-8B", **over), "Qwen3ForCausalLM", spec=spec)
+    if version == "0.2.15":
+        log.prefill(new_token=40, cached=600, running=1, queue=0, usage=0.0, tput=0.0,
+                    mixed=True, hit=93.75)
+    workload(log, requests=4, lines_per_req=6, tps=80.0, noise=2.0,
+             accept=(2.4, 0.1) if spec else None)
+    if version == "0.4.7":
+        log.s("Scheduler hit an exception: Traceback (most recent call last):")
+        log.raw('  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", '
+                'line 1785, in run_scheduler_process')
+        log.raw("    scheduler.event_loop_overlap()")
+        log.raw("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.")
+        log.m("Received sigquit from a child process. It usually means the child failed.")
+    shutdown(log)
+    return log.lines
+
+
+# ------------------------------------------------------------------------ mission
+
+MISSION_MODEL = "Qwen/Qwen3-235B-A22B-Instruct-2507"
+MISSION_ERA = Era("0.5.12", ranks=" TP0 EP0", head=", ", graph_label="cuda graph",
+                  prefill_graph=True, prefill_order="graph_then_tp", pending_token=True,
+                  accept_rate=True)
+
+
+def mission_log(tps: float, noise: float, seed: int, start: datetime,
+                accept: tuple[float, float] | None = None) -> list[str]:
+    rng = random.Random(seed)
+    log = Log(MISSION_ERA, start, rng)
+    over: dict[str, Any] = dict(tp_size=8, ep_size=8, mem_fraction_static=0.85,
+                                cuda_graph_max_bs=32)
+    if accept:
+        over.update(speculative_algorithm="EAGLE3",
+                    speculative_draft_model_path="lmsys/Qwen3-235B-A22B-EAGLE3",
+                    speculative_num_steps=2, speculative_eagle_topk=1,
+                    speculative_num_draft_tokens=3, max_running_requests=48)
+        log.raw("Max running requests is reset to 48 for speculative decoding. You can override "
+                "this by explicitly setting --max-running-requests.")
+    startup(log, base_args(MISSION_MODEL, **over), "Qwen3MoeForCausalLM", tp=8,
+            spec=accept is not None)
+    workload(log, requests=8, lines_per_req=12, tps=tps, noise=noise, accept=accept)
+    shutdown(log)
+    return log.lines
+
+
+# ------------------------------------------------------------------------ wrappers
+
+def wrapper_base() -> tuple[Era, list[tuple[datetime, str, bool]]]:
+    """(time, message, is_scheduler) records of a short 0.5.12 run with ms stamps."""
+    era = Era("0.5.12", stamp="ms", head=", ", graph_label="cuda graph", prefill_graph=True,
+              prefill_order="graph_then_tp", pending_token=True, accept_rate=True)
+    log = Log(era, datetime(2026, 6, 7, 10, 59, 31, 659000), random.Random(7))
+    startup(log, base_args("Qwen/Qwen3-8B"), "Qwen3ForCausalLM")
+    workload(log, requests=2, lines_per_req=4, tps=120.0, noise=3.0)
+    return era, _records(log.lines)
+
+
+def _records(lines: list[str]) -> list[tuple[datetime | None, str, str]]:
+    out = []
+    for line in lines:
+        if line.startswith("["):
+            close = line.index("] ")
+            inner, msg = line[1:close], line[close + 2:]
+            parts = inner.split(" ")
+            t = datetime.strptime(" ".join(parts[:2]), "%Y-%m-%d %H:%M:%S.%f")
+            out.append((t, " ".join(parts[2:]), msg))
+        else:
+            out.append((None, "", line))
+    return out
+
+
+def wrapped(style: str) -> list[str]:
+    _, recs = wrapper_base()
+    out = []
+    for t, ranks, msg in recs:
+        if t is None:
+            out.append(msg)
+            continue
+        bracket = f"[{t.strftime('%Y-%m-%d %H:%M:%S')}.{t.microsecond // 1000:03d}" + \
+                  (f" {ranks}" if ranks else "") + f"] {msg}"
+        ms = f"{t.microsecond // 1000:03d}"
+        if style == "plain":
+            out.append(bracket)
+        elif style == "ray":
+            out.append(f"\x1b[36m(SGLangEngine pid=4242, ip=10.0.0.2)\x1b[0m {bracket}")
+        elif style == "ray-local":
+            out.append(f"(SchedulerActor pid=4242) {bracket}")
+        elif style == "docker-timestamps":
+            utc = t - timedelta(hours=2)
+            out.append(utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond:06d}481Z {bracket}")
+        elif style == "docker-desktop":
+            out.append(t.strftime("%Y-%m-%d %H:%M:%S.") + f"{ms} {bracket}")
+        elif style == "kubectl-indented":
+            out.append("    " + bracket)
+        elif style == "pylogging-brackets":
+            logger = "sglang.srt.managers.scheduler" if ranks else "sglang.srt.entrypoints.http_server"
+            out.append(t.strftime("%Y-%m-%d %H:%M:%S,") + f"{ms} [INFO] {logger}: {msg}")
+        elif style == "pylogging-pid":
+            out.append(t.strftime("%Y-%m-%d %H:%M:%S") + f",{ms} INFO 151972 "
+                       f"[scheduler_metrics_mixin.py:287] {msg}")
+        elif style == "no-timestamp":
+            out.append(msg)
+        elif style == "crlf":
+            out.append(bracket + "\r")
+        else:
+            raise ValueError(style)
+    return out
+
+
+WRAPPERS = ("plain", "ray", "ray-local", "docker-timestamps", "docker-desktop",
+            "kubectl-indented", "pylogging-brackets", "pylogging-pid", "no-timestamp", "crlf")
+
+
+# --------------------------------------------------------------------------- write
+
+def generate(out: Path) -> list[Path]:
+    files: dict[str, bytes] = {}
+
+    def put(rel: str, lines: list[str]) -> None:
+        files[rel] = ("\n".join(lines) + "\n").encode()
+
+    for i, version in enumerate(ERAS):
+        put(f"eras/v{version}.log", era_log(version, seed=100 + i))
+    put("mission/baseline-untuned/server.log",
+        mission_log(62.9, 0.7, seed=1, start=datetime(2026, 5, 4, 9, 0, 0)))
+    put("mission/baseline-tuned/server.log",
+        mission_log(90.0, 0.9, seed=2, start=datetime(2026, 5, 4, 11, 0, 0)))
+    put("mission/eagle3-untuned/server.log",
+        mission_log(75.9, 1.1, seed=3, start=datetime(2026, 5, 4, 13, 0, 0),
+                    accept=(2.1, 0.08)))
+    for style in WRAPPERS:
+        put(f"wrappers/{style}.log", wrapped(style))
+    restarts = era_log("0.4.7", seed=300)[:-1] + era_log("0.4.7", seed=301)
+    put("restarts/server.log", restarts)
+    damaged = era_log("0.5.5", seed=400)[:40]
+    damaged.insert(30, "[2026-03-01 10:01:02 TP0] Decode batch [9999], #running-req: 1O, "
+                       "#token: 900, token usage: 0.00, cuda graph: True, "
+                       "gen throughput (token/s): 80.10, #queue-req: 0, ")
+    damaged.insert(31, "[2026-03-01 10:01:03 TP0] Decode batch [10039], #running-req 1, "
+                       "#token: 940")
+    files["damaged/server.log"] = ("\n".join(damaged[:33]) + "\n").encode() + \
+        b"\xff\xfe\x00binary\x00junk\n" + ("\n".join(damaged[33:]) + "\n").encode()
+    written = []
+    for rel, data in files.items():
+        path = out / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        written.append(path)
+    return written
+
+
+if __name__ == "__main__":
+    target = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("sample_logs")
+    for p in generate(target):
+        print(p)
