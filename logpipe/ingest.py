@@ -31,7 +31,7 @@ import polars as pl
 from logpipe import __version__, era
 from logpipe.errors import InputError, LogpipeError
 from logpipe.readers import line_blocks, open_binary, read_exact, read_head
-from logpipe.server_args import is_secret_key, redact
+from logpipe.server_args import redact, redact_text
 from logpipe.sources import HEAD_BYTES, detect
 from logpipe.sources.sglang_log import Launch, LogState, ParsedChunk, parse_chunk
 from logpipe.store import Store
@@ -367,17 +367,9 @@ class _RunBook:
             "UPDATE runs SET server_args = ?, server_args_raw = ?, model = ?, tp_size = ?, "
             "dp_size = ?, ep_size = ?, pp_size = ?, spec_algorithm = ?, spec_num_steps = ?, "
             "spec_eagle_topk = ?, spec_num_draft_tokens = ?, role = ? WHERE run_id = ?",
-            [json.dumps(safe, default=str) if args else None, _redact_raw(launch.raw, args),
+            [json.dumps(safe, default=str) if args else None, redact_text(launch.raw, args),
              args.get("model_path"), size("tp_size"), size("dp_size"), size("ep_size"),
              size("pp_size"), algo, opt_int("speculative_num_steps"),
              opt_int("speculative_eagle_topk"), opt_int("speculative_num_draft_tokens"),
              "speculative" if algo else "baseline", rid],
         )
-
-
-def _redact_raw(raw: str, args: dict[str, Any]) -> str:
-    """The raw server_args text with the repr of every secret value replaced."""
-    for key, value in args.items():
-        if is_secret_key(key) and value not in (None, "", False):
-            raw = raw.replace(repr(value), "'<redacted>'")
-    return raw

@@ -83,3 +83,11 @@ def redact(args: dict[str, Any]) -> dict[str, Any]:
         else:
             out[key] = value
     return out
+
+
+def redact_text(raw: str, args: dict[str, Any]) -> str:
+    """``raw`` (the printed server_args) with the repr of every secret value replaced."""
+    for key, value in args.items():
+        if is_secret_key(key) and value not in (None, "", False):
+            raw = raw.replace(repr(value), "'<redacted>'")
+    return raw

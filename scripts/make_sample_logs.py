@@ -152,11 +152,11 @@ class Log:
         era = self.era
         if mixed:
             head = f"Prefill batch(mixed #running-req: {running}). "
-            fields = [f"#new-seq: 1", f"#new-token: {new_token}", f"#cached-token: {cached}",
+            fields = ["#new-seq: 1", f"#new-token: {new_token}", f"#cached-token: {cached}",
                       f"cache hit rate: {hit:.2f}%", f"#queue-req: {queue}"]
             self.s(head + ", ".join(fields))
             return
-        fields = [f"#new-seq: 1", f"#new-token: {new_token}", f"#cached-token: {cached}"]
+        fields = ["#new-seq: 1", f"#new-token: {new_token}", f"#cached-token: {cached}"]
         if era.cache_hit_rate:
             fields.append(f"cache hit rate: {hit:.2f}%")
         if era.prefill_usage:
@@ -465,7 +465,8 @@ def wrapped(style: str) -> list[str]:
         elif style == "kubectl-indented":
             out.append("    " + bracket)
         elif style == "pylogging-brackets":
-            logger = "sglang.srt.managers.scheduler" if ranks else "sglang.srt.entrypoints.http_server"
+            logger = ("sglang.srt.managers.scheduler" if ranks
+                      else "sglang.srt.entrypoints.http_server")
             out.append(t.strftime("%Y-%m-%d %H:%M:%S,") + f"{ms} [INFO] {logger}: {msg}")
         elif style == "pylogging-pid":
             out.append(t.strftime("%Y-%m-%d %H:%M:%S") + f",{ms} INFO 151972 "

@@ -21,7 +21,7 @@ from typing import Any
 import polars as pl
 
 from logpipe import era
-from logpipe.server_args import parse_server_args
+from logpipe.server_args import parse_server_args, redact_text
 from logpipe.sources import Source, register
 from logpipe.sources.sglang_batches import COLUMNS, parse_batches
 from logpipe.sources.sglang_events import ERROR_START, classify, event_attrs, parse_http
@@ -31,13 +31,16 @@ NAME = "sglang_server_log"
 RAW_LIMIT = 2000
 MESSAGE_LIMIT = 100_000
 
+# A marker counts only where a message starts: at the line start (after indentation),
+# after SGLang's "] " or after a logging prefix's ": ".  Prose mentioning the words does not.
 _SNIFF_RE = re.compile(
-    r"(?:^|[\] :])(?:Prefill|Decode) batch(?:[.,(]| ?\[\d)"
+    r"(?:^[ \t]*|\] |: )"
+    r"(?:(?:Prefill|Decode) batch(?:[.,(]| ?\[\d)"
     r"|server_args\s*=\s*(?:ServerArgs\(|\{)"
     r"|The server is fired up and ready to roll"
     r"|Load weight begin\. avail mem="
     r"|KV Cache is allocated\."
-    r"|Capture cuda graph begin\.",
+    r"|Capture cuda graph begin\.)",
     re.MULTILINE,
 )
 
@@ -212,7 +215,7 @@ def parse_chunk(text: str, first_line_no: int, state: LogState, fallback_date: s
         if kind == "server_args":
             args = parse_server_args(msg)
             launches.append(Launch(rseq, line_no, args, msg))
-            messages.append(msg[:MESSAGE_LIMIT])
+            messages.append(redact_text(msg, args or {})[:MESSAGE_LIMIT])
         else:
             messages.append((msg + ("\n" + cont if cont else ""))[:MESSAGE_LIMIT])
         attrs.append(json.dumps(a, default=str))

@@ -1,0 +1,42 @@
+"""Shared fixtures.  Tests run with TZ=UTC so file-date fallbacks are deterministic."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+os.environ["TZ"] = "UTC"
+if hasattr(time, "tzset"):
+    time.tzset()
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "sample_logs"
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "test.duckdb"
+
+
+@pytest.fixture(scope="session")
+def sample_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bundled samples ingested once for the whole session (read-only use)."""
+    from logpipe.ingest import ingest_paths
+
+    path = tmp_path_factory.mktemp("samples") / "samples.duckdb"
+    result = ingest_paths([SAMPLES], path)
+    assert not result.failed
+    return path
+
+
+def query(db_path: Path, sql: str, params: list | None = None) -> list[tuple]:
+    import duckdb
+
+    con = duckdb.connect(str(db_path), read_only=True)
+    try:
+        return con.execute(sql, params or []).fetchall()
+    finally:
+        con.close()

@@ -1,0 +1,47 @@
+"""A blank database migrates to exactly the documented schema."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from logpipe.store import Store, migrations
+from tests.conftest import ROOT
+
+
+def documented() -> dict[str, list[tuple[str, str]]]:
+    text = (ROOT / "schemas" / "README.md").read_text()
+    tables: dict[str, list[tuple[str, str]]] = {}
+    current = None
+    for line in text.splitlines():
+        m = re.match(r"^### `(\w+)`", line)
+        if m:
+            current = m.group(1)
+            tables[current] = []
+            continue
+        m = re.match(r"^\| (\w+) \| ([A-Z]+) \|", line)
+        if m and current:
+            tables[current].append((m.group(1), m.group(2)))
+    return tables
+
+
+def test_blank_database_has_documented_columns(db: Path) -> None:
+    docs = documented()
+    assert set(docs) == {"sources", "runs", "batches", "events", "http_requests", "rejects"}
+    with Store.open(db) as store:
+        for table, columns in docs.items():
+            assert store.columns(table) == columns, table
+
+
+def test_migrations_are_recorded_and_not_reapplied(db: Path) -> None:
+    with Store.open(db) as store:
+        versions = [v for v, _, _ in migrations()]
+        assert store.all("SELECT version FROM schema_migrations ORDER BY 1") == [
+            (v,) for v in versions]
+    with Store.open(db) as store:
+        assert store.migrate() == []
+
+
+def test_migration_files_are_numbered_without_gaps() -> None:
+    versions = [v for v, _, _ in migrations()]
+    assert versions == list(range(1, len(versions) + 1))
