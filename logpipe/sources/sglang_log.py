@@ -127,7 +127,8 @@ def _roll_days(df: pl.DataFrame, state: LogState) -> pl.DataFrame:
     if len(only):
         state.prev_time_s = float(only["s"][-1])
         state.day_offset = int(only["days"][-1])
-    return df.join(only.select("row", "days"), on="row", how="left", maintain_order="left").with_columns(
+    days = only.select("row", "days")
+    return df.join(days, on="row", how="left", maintain_order="left").with_columns(
         pl.when(pl.col("days").is_not_null())
         .then(pl.col("ts") + pl.duration(days=pl.col("days")))
         .otherwise(pl.col("ts"))
