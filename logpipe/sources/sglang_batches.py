@@ -137,35 +137,47 @@ def parse_batches(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
                        pl.col("key").str.slice(0, 80), pl.lit("'")]).alias("reason"),
     )
 
-    # Typed values of known keys; a raw value that does not cast is a reject.
+    # Typed values of known keys: one pivot to a wide frame, then one cast per column.
+    # A raw value that does not cast is a reject.
     sub_full = pl.col("value").str.extract(r"^full=([-\d.]+)")  # 0.4.9 "full=12, swa=3"
     typed = pieces.filter(pl.col("canon").is_not_null() & pl.col("value").is_not_null())
-    typed = typed.with_columns(pl.coalesce(sub_full, pl.col("value")).str.strip_suffix("%")
-                               .alias("v"))
+    typed = typed.select(
+        "row", "canon",
+        pl.concat_str([pl.col("key"), pl.lit("\x1f"),
+                       pl.coalesce(sub_full, pl.col("value")).str.strip_suffix("%")]).alias("kv"),
+    )
+    wide = typed.pivot(on="canon", index="row", values="kv", aggregate_function="first")
+    for col in COLUMNS:
+        if col not in wide.columns and col != "graph_label":
+            wide = wide.with_columns(pl.lit(None, dtype=pl.String).alias(col))
+    raw_of = {c: pl.col(c).str.split_exact("\x1f", 1).struct.field("field_1") for c in COLUMNS}
+    key_of = {c: pl.col(c).str.split_exact("\x1f", 1).struct.field("field_0") for c in COLUMNS}
     casts = []
     for col, dtype in COLUMNS.items():
         if col == "graph_label":
             continue
         if col == "cuda_graph":
-            cast = (pl.when(pl.col("v") == "True").then(True)
-                    .when(pl.col("v") == "False").then(False))
+            raw = raw_of[col]
+            cast = pl.when(raw == "True").then(True).when(raw == "False").then(False)
         else:
-            cast = pl.col("v").cast(dtype, strict=False)
-        casts.append(pl.when(pl.col("canon") == col).then(cast).alias(col))
-    typed = typed.with_columns(casts)
-    bad_value = typed.filter(
-        pl.concat_list([pl.col(c).is_null() & (pl.col("canon") == c)
-                        for c in COLUMNS if c != "graph_label"]).list.any()
-    ).select(
-        "row",
-        pl.concat_str([pl.lit("malformed value for '"), pl.col("key"), pl.lit("': '"),
-                       pl.col("value").str.slice(0, 80), pl.lit("'")]).alias("reason"),
+            cast = raw_of[col].cast(dtype, strict=False)
+        casts.append(cast.alias(col))
+    bad = [
+        pl.when(pl.col(c).is_not_null() & pl.col(f"_t_{c}").is_null()).then(
+            pl.concat_str([pl.lit("malformed value for '"), key_of[c], pl.lit("': '"),
+                           raw_of[c].str.slice(0, 80), pl.lit("'")]))
+        for c in COLUMNS if c != "graph_label"
+    ]
+    wide = wide.with_columns([c.name.prefix("_t_") for c in casts]).with_columns(
+        pl.coalesce(bad).alias("_reason"),
+        key_of["cuda_graph"].alias("graph_label"),
     )
-    agg = [pl.col(c).drop_nulls().first().alias(c) for c in COLUMNS if c != "graph_label"]
-    agg.append(
-        pl.col("key").filter(pl.col("canon") == "cuda_graph").first().alias("graph_label")
+    bad_value = wide.filter(pl.col("_reason").is_not_null()).select(
+        "row", pl.col("_reason").alias("reason"))
+    known = wide.select(
+        "row", "graph_label",
+        *[pl.col(f"_t_{c}").alias(c) for c in COLUMNS if c != "graph_label"],
     )
-    known = typed.group_by("row").agg(agg)
 
     # Everything else (and composite values of known keys) goes to ``extra``.
     extra_pairs = pieces.filter(
