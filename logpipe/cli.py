@@ -56,19 +56,39 @@ def _main(
         raise typer.Exit(0)
 
 
+def _pairs(values: list[str] | None, option: str) -> dict[str, str]:
+    out = {}
+    for item in values or []:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            _fail(LogpipeError(f"{option} expects KEY=VALUE, got {item!r}",
+                               hint=f"e.g. {option} NCCL_ALGO=Ring"))
+        out[key.strip()] = value
+    return out
+
+
 @app.command()
 def ingest(
     paths: Annotated[list[Path], typer.Argument(help="Files or folders (searched recursively).")],
     db: DbOption = DEFAULT_DB,
+    env: Annotated[list[str] | None, typer.Option(
+        "--env", help="KEY=VALUE environment fact for every run ingested (repeatable).")] = None,
+    tag: Annotated[list[str] | None, typer.Option(
+        "--tag", help="key=value tag for every run ingested (repeatable).")] = None,
+    tiers: Annotated[Path | None, typer.Option(
+        "--tiers", help="TOML file of tier rules tried before schemas/tiers.toml.")] = None,
 ) -> None:
     """Detect and parse every file under PATHS into the database, idempotently.
 
     Unchanged files are skipped, appended lines are added, rewritten files are replaced.
-    Exit 0 when every file was ingested or skipped, 2 when any failed.
+    Environment manifests (<log>.env.json, env.json in the folder or a parent) are
+    attached to their runs.  Exit 0 when every file was ingested or skipped, 2 when any
+    failed.
     """
     from logpipe.ingest import ingest_paths
     from logpipe.report import ingest_summary
 
+    env_pairs, tag_pairs = _pairs(env, "--env"), _pairs(tag, "--tag")
     show = err.is_terminal
     progress = Progress(
         "[progress.description]{task.description}", BarColumn(), DownloadColumn(),
@@ -82,8 +102,8 @@ def ingest(
             progress.start()
 
     try:
-        result = ingest_paths(paths, db, on_total=on_total,
-                              progress=lambda n: progress.advance(task, n))
+        result = ingest_paths(paths, db, env=env_pairs, tags=tag_pairs, tiers_file=tiers,
+                              on_total=on_total, progress=lambda n: progress.advance(task, n))
     except LogpipeError as exc:
         _fail(exc)
     finally:
@@ -91,6 +111,80 @@ def ingest(
     typer.echo(ingest_summary(result), nl=False)
     if result.failed:
         raise typer.Exit(2)
+
+
+env_app = typer.Typer(no_args_is_help=True, help="Capture, show and diff run environments.")
+app.add_typer(env_app, name="env")
+
+
+@env_app.command("capture", context_settings={"allow_extra_args": True,
+                                              "ignore_unknown_options": True})
+def env_capture(
+    ctx: typer.Context,
+    output: Annotated[Path | None, typer.Option("-o", "--output",
+                                                help="Write the manifest here (else stdout).")]
+    = None,
+) -> None:
+    """Record this host's environment as a manifest, right before launching the server.
+
+    Put the launch command after `--` to record it and its arguments:
+    `logpipe env capture -o env.json -- python -m sglang.launch_server --tp 8 ...`.
+    Secret-looking values are redacted.
+    """
+    import json
+
+    from logpipe.env import capture
+
+    manifest = capture(list(ctx.args) or None)
+    text = json.dumps(manifest, indent=2, default=str) + "\n"
+    if output is None:
+        typer.echo(text, nl=False)
+        return
+    output.write_text(text)
+    gpu = manifest["gpu"]
+    gpus = f"{len(gpu['devices'])} GPU(s)" if gpu.get("available") else "no GPU found"
+    typer.echo(f"Wrote {output}: {len(manifest['env'])} variable(s), "
+               f"{len(manifest['packages'])} package(s), {gpus}")
+
+
+@env_app.command("show")
+def env_show(
+    run: Annotated[str, typer.Option("--run", help="Run name, id or id prefix.")],
+    db: DbOption = DEFAULT_DB,
+    fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+) -> None:
+    """Show a run's environment: every key with its tier, value and source."""
+    from logpipe.env import load_run_env
+    from logpipe.report import env_show as render
+
+    try:
+        name, env = load_run_env(db, run)
+    except LogpipeError as exc:
+        _fail(exc)
+    typer.echo(render(name, env, fmt), nl=False)
+
+
+@env_app.command("diff")
+def env_diff(
+    run: Annotated[list[str], typer.Option("--run", help="Two runs: A then B.")],
+    db: DbOption = DEFAULT_DB,
+    fmt: Annotated[str, typer.Option("--format", help="text or json.")] = "text",
+) -> None:
+    """Key-by-key environment differences, identity first.
+
+    Exit 0 when both environments are known and their identity tiers match, 3 otherwise.
+    """
+    from logpipe.env import diff_runs
+    from logpipe.report import env_diff as render
+
+    if len(run) != 2:
+        _fail(LogpipeError(f"env diff needs exactly two --run values, got {len(run)}"))
+    try:
+        d = diff_runs(db, run[0], run[1])
+    except LogpipeError as exc:
+        _fail(exc)
+    typer.echo(render(d, fmt), nl=False)
+    raise typer.Exit(0 if d.comparable else 3)
 
 
 @app.command()

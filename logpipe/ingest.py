@@ -29,6 +29,7 @@ from typing import Any
 import polars as pl
 
 from logpipe import __version__, era
+from logpipe.env import RunEnv, Tiers, build_env, discover, is_manifest_name, load_manifest
 from logpipe.errors import InputError, LogpipeError
 from logpipe.readers import line_blocks, open_binary, read_exact, read_head
 from logpipe.server_args import redact, redact_text
@@ -81,30 +82,32 @@ class IngestResult:
         return [f for f in self.files if f.status == "failed"]
 
 
-def walk(paths: Iterable[Path], exclude: Iterable[Path] = ()) -> list[Path]:
-    """Files under ``paths`` in a stable order, skipping hidden entries and ``exclude``."""
+def walk(paths: Iterable[Path], exclude: Iterable[Path] = ()) -> list[tuple[Path, Path]]:
+    """``(file, root)`` for files under ``paths`` in a stable order, skipping hidden entries,
+    environment manifests, database files and ``exclude``."""
     skip = {p.resolve() for p in exclude}
-    out: list[Path] = []
+    out: list[tuple[Path, Path]] = []
     for root in paths:
         if not root.exists():
             raise InputError("no such file or directory", path=root,
                              hint="check the path; folders are searched recursively")
         if root.is_file():
-            out.append(root)
+            out.append((root, root.parent))
             continue
         for p in sorted(root.rglob("*")):
             rel = p.relative_to(root)
             if any(part.startswith(".") for part in rel.parts) or not p.is_file():
                 continue
-            out.append(p)
+            out.append((p, root))
     seen: set[Path] = set()
     result = []
-    for p in out:
+    for p, root in out:
         rp = p.resolve()
-        if rp in seen or rp in skip or rp.name.endswith((".duckdb", ".duckdb.wal")):
+        if (rp in seen or rp in skip or rp.name.endswith((".duckdb", ".duckdb.wal"))
+                or is_manifest_name(rp)):
             continue
         seen.add(rp)
-        result.append(p)
+        result.append((p, root))
     return result
 
 
@@ -122,28 +125,46 @@ def run_base_name(path: Path) -> str:
     return name
 
 
+@dataclass
+class EnvOptions:
+    """Environment given on the command line, applied to every run of an ingest."""
+
+    env: dict[str, str] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+    tiers: Tiers | None = None
+
+
 def ingest_paths(
     paths: Iterable[str | Path],
     db: str | Path,
     *,
+    env: dict[str, str] | None = None,
+    tags: dict[str, str] | None = None,
+    tiers_file: Path | None = None,
     progress: Progress | None = None,
     on_total: Callable[[int], None] | None = None,
 ) -> IngestResult:
-    """Ingest every recognised file under ``paths`` into the database ``db``."""
+    """Ingest every recognised file under ``paths`` into the database ``db``.
+
+    ``env`` and ``tags`` (``--env``/``--tag``) are attached to every run ingested now and
+    win over manifests; ``tiers_file`` overrides the default tiers.
+    """
     started = time.perf_counter()
     db_path = Path(db)
+    options = EnvOptions(dict(env or {}), dict(tags or {}), Tiers.load(tiers_file))
     files = walk([Path(p) for p in paths], exclude=[db_path])
     if on_total is not None:
-        on_total(sum(f.stat().st_size for f in files))
+        on_total(sum(f.stat().st_size for f, _ in files))
     result = IngestResult(db=str(db))
     with Store.open(db_path) as store:
-        for path in files:
-            result.files.append(_ingest_file(store, path, progress))
+        for path, root in files:
+            result.files.append(_ingest_file(store, path, root, options, progress))
     result.seconds = time.perf_counter() - started
     return result
 
 
-def _ingest_file(store: Store, path: Path, progress: Progress | None) -> FileResult:
+def _ingest_file(store: Store, path: Path, root: Path, options: EnvOptions,
+                 progress: Progress | None) -> FileResult:
     key = str(path.resolve())
     try:
         head = read_head(path, HEAD_BYTES)
@@ -157,6 +178,8 @@ def _ingest_file(store: Store, path: Path, progress: Progress | None) -> FileRes
     try:
         with store.transaction():
             res = _ingest_log(store, path, key, source.name, head, progress)
+            if res.status != "duplicate":
+                attach_env(store, key, discover(path, root), options)
     except LogpipeError as exc:
         return FileResult(key, "failed", kind=source.name, detail=str(exc))
     except Exception as exc:  # noqa: BLE001 - any failure of one file must not stop the rest
@@ -373,3 +396,41 @@ class _RunBook:
              opt_int("speculative_eagle_topk"), opt_int("speculative_num_draft_tokens"),
              "speculative" if algo else "baseline", rid],
         )
+
+
+def attach_env(store: Store, key: str, manifests: list[Path], options: EnvOptions) -> None:
+    """(Re)compute the environment of every run read from ``key``.
+
+    Runs are recomputed on every ingest, so a manifest added later takes effect; values
+    given on an earlier command line are kept unless given again.
+    """
+    loaded = [(str(p), load_manifest(p)) for p in manifests]
+    tiers = options.tiers or Tiers.load()
+    for run_id, server_args, era_label, old_env in store.all(
+        "SELECT run_id, server_args, format_era, env FROM runs WHERE source_path = ?", [key]
+    ):
+        previous = RunEnv.from_json(old_env)
+        cli = {k: e.value for k, e in previous.entries.items()
+               if e.source == "command line" and not k.startswith("tag.")}
+        tags = {k[4:]: e.value for k, e in previous.entries.items()
+                if e.source == "command line" and k.startswith("tag.")}
+        cli.update(options.env)
+        tags.update(options.tags)
+        env = build_env(tiers=tiers, manifests=loaded,
+                        server_args=json.loads(server_args) if server_args else None,
+                        format_era=era_label, cli_env=cli, tags=tags)
+        version = env.entries.get("pkg.sglang")
+        store.con.execute(
+            "UPDATE runs SET env = ?, env_fingerprint = ?, env_complete = ?, "
+            "engine_version = ?, tags = ? WHERE run_id = ?",
+            [env.to_json(), env.fingerprint(), env.complete,
+             str(version.value) if version else None, json.dumps(tags, default=str), run_id],
+        )
+        store.con.execute("DELETE FROM run_env WHERE run_id = ?", [run_id])
+        rows = [
+            (run_id, k, e.value if isinstance(e.value, str) else json.dumps(e.value, default=str),
+             e.tier, e.source, e.conflict)
+            for k, e in sorted(env.entries.items())
+        ]
+        if rows:
+            store.con.executemany("INSERT INTO run_env VALUES (?, ?, ?, ?, ?, ?)", rows)

@@ -11,6 +11,7 @@ files are identical, so edit this script, never the logs.
 
 from __future__ import annotations
 
+import json
 import random
 import sys
 from dataclasses import dataclass, field
@@ -415,6 +416,48 @@ def mission_log(tps: float, noise: float, seed: int, start: datetime,
     return log.lines
 
 
+TUNED_NCCL = {"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring", "NCCL_P2P_LEVEL": "SYS"}
+
+
+def mission_manifest(tuned: bool, spec: bool, captured_at: str) -> dict[str, Any]:
+    """What `logpipe env capture` records on the GPU host before each launch."""
+    env = {"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7", "NCCL_DEBUG": "INFO",
+           "NCCL_IB_DISABLE": "1", "SGLANG_ENABLE_JIT_DEEPGEMM": "1",
+           "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "HF_TOKEN": "<redacted>"}
+    if tuned:
+        env.update(TUNED_NCCL)
+    command = ["python", "-m", "sglang.launch_server", "--model-path", MISSION_MODEL,
+               "--tp", "8", "--ep-size", "8", "--mem-fraction-static", "0.85",
+               "--cuda-graph-max-bs", "32", "--host", "127.0.0.1", "--port", "30000"]
+    launch = {"model_path": MISSION_MODEL, "tp_size": "8", "ep_size": "8",
+              "mem_fraction_static": "0.85", "cuda_graph_max_bs": "32", "host": "127.0.0.1",
+              "port": "30000"}
+    if spec:
+        command += ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path",
+                    "lmsys/Qwen3-235B-A22B-EAGLE3", "--speculative-num-steps", "2",
+                    "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "3"]
+        launch.update(speculative_algorithm="EAGLE3",
+                      speculative_draft_model_path="lmsys/Qwen3-235B-A22B-EAGLE3",
+                      speculative_num_steps="2", speculative_eagle_topk="1",
+                      speculative_num_draft_tokens="3")
+    device = {"name": "NVIDIA H200", "memory_mib": 143771, "driver": "570.133.20"}
+    return {
+        "logpipe_manifest": 1,
+        "captured_at": captured_at,
+        "env": dict(sorted(env.items())),
+        "gpu": {"available": True, "cuda_version": "12.8",
+                "devices": [dict(device, uuid=f"GPU-5e1d0c4a-0000-4000-8000-00000000000{i}")
+                            for i in range(8)]},
+        "packages": {"sglang": "0.5.12", "sgl-kernel": "0.3.21", "flashinfer-python": "0.6.2",
+                     "torch": "2.9.1", "triton": "3.5.1", "nvidia-nccl-cu12": "2.27.3"},
+        "host": {"name": "gpu-node-07", "cpu": "AMD EPYC 9654 96-Core Processor",
+                 "kernel": "6.8.0-60-generic", "os": "Linux-6.8.0-60-generic-x86_64-with-glibc2.39",
+                 "python": "3.12.3"},
+        "command": " ".join(command),
+        "launch_args": launch,
+    }
+
+
 # ------------------------------------------------------------------------ wrappers
 
 def wrapper_base() -> tuple[Era, list[tuple[datetime, str, bool]]]:
@@ -501,6 +544,11 @@ def generate(out: Path) -> list[Path]:
     put("mission/eagle3-untuned/server.log",
         mission_log(75.9, 1.1, seed=3, start=datetime(2026, 5, 4, 13, 0, 0),
                     accept=(2.1, 0.08)))
+    for run, tuned, spec, at in (("baseline-untuned", False, False, "2026-05-04T08:58:40+00:00"),
+                                 ("baseline-tuned", True, False, "2026-05-04T10:58:40+00:00"),
+                                 ("eagle3-untuned", False, True, "2026-05-04T12:58:40+00:00")):
+        files[f"mission/{run}/env.json"] = (
+            json.dumps(mission_manifest(tuned, spec, at), indent=2) + "\n").encode()
     for style in WRAPPERS:
         put(f"wrappers/{style}.log", wrapped(style))
     restarts = era_log("0.4.7", seed=300)[:-1] + era_log("0.4.7", seed=301)

@@ -27,7 +27,8 @@ def documented() -> dict[str, list[tuple[str, str]]]:
 
 def test_blank_database_has_documented_columns(db: Path) -> None:
     docs = documented()
-    assert set(docs) == {"sources", "runs", "batches", "events", "http_requests", "rejects"}
+    assert set(docs) == {"sources", "runs", "run_env", "batches", "events",
+                         "http_requests", "rejects"}
     with Store.open(db) as store:
         for table, columns in docs.items():
             assert store.columns(table) == columns, table

@@ -88,3 +88,58 @@ def ingest_summary(result: IngestResult) -> str:
         if f.status in ("failed", "duplicate"):
             lines.append(f"  {f.status}: {f.path}: {f.detail}")
     return "\n".join(lines) + "\n"
+
+
+def _v(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, default=str)
+
+
+def env_show(name: str, env: Any, fmt: str) -> str:
+    """A run's environment, identity first."""
+    from logpipe.env import TIERS
+
+    order = {t: i for i, t in enumerate(TIERS)}
+    items = sorted(env.entries.items(), key=lambda kv: (order[kv[1].tier], kv[0]))
+    if fmt == "json":
+        return json.dumps({"run": name, "complete": env.complete,
+                           "fingerprint": env.fingerprint(),
+                           "env": {k: e.as_json() for k, e in items}}, indent=2,
+                          default=str) + "\n"
+    head = (f"Environment of {name}: fingerprint {env.fingerprint()}"
+            + ("" if env.complete else " (incomplete: no captured manifest)") + "\n")
+    rows = [(e.tier, k, _v(e.value), e.source, e.conflict or "") for k, e in items]
+    return head + rows_text(["tier", "key", "value", "source", "conflict"], rows, "table")
+
+
+def env_diff(d: Any, fmt: str) -> str:
+    """An environment diff: identity differences first, each value with its source."""
+    if fmt == "json":
+        return json.dumps({
+            "run_a": d.run_a, "run_b": d.run_b, "complete_a": d.complete_a,
+            "complete_b": d.complete_b, "comparable": d.comparable,
+            "differences": [{"key": i.key, "tier": i.tier, "a": i.a, "b": i.b,
+                             "a_source": i.a_source, "b_source": i.b_source}
+                            for i in d.items],
+        }, indent=2, default=str) + "\n"
+    lines = []
+    for run, complete in ((d.run_a, d.complete_a), (d.run_b, d.complete_b)):
+        if not complete:
+            lines.append(f"Environment of {run} is unknown (no captured manifest): "
+                         "comparability cannot be established.")
+    ident = d.identity
+    if ident:
+        lines.append(f"Identity differs in {len(ident)} key(s): {d.run_a} and {d.run_b} "
+                     "are not comparable.")
+    elif d.complete_a and d.complete_b:
+        lines.append(f"Identity tiers match: {d.run_a} and {d.run_b} are comparable.")
+    for tier in ("identity", "treatment", "annotation"):
+        items = [i for i in d.items if i.tier == tier]
+        if not items:
+            continue
+        lines.append(f"{tier}:")
+        for i in items:
+            src = f"  [{i.a_source or '-'} → {i.b_source or '-'}]"
+            lines.append(f"  {i.key}: {_v(i.a)} → {_v(i.b)}{src}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,528 @@
+"""A run's environment: capture it, find it, tier it, fingerprint it, diff it.
+
+SGLang's log never states the GPU, driver, package versions or environment variables, so
+the environment comes from (highest precedence first): ``--env KEY=VALUE`` on the command
+line, a sidecar manifest ``<log>.env.json``, an ``env.json`` in the log's folder or the
+nearest parent up to the ingest root, and facts harvested from the log itself (server
+arguments, format era).  Every value keeps its source.
+
+Keys are flat strings: environment variables by name (``NCCL_ALGO``), ``arg.<server arg>``,
+``pkg.<package>``, ``gpu.*``, ``cuda.*``, ``host.*``, ``manifest.*``, ``tag.<name>``.
+Each key has a tier (``schemas/tiers.toml``); the fingerprint hashes the identity tier.
+
+Invariants: values of secret-looking keys never leave :func:`capture` or
+:func:`build_env` unredacted; a run without a manifest is ``complete = False`` and is
+never reported as matching another run.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import os
+import platform
+import shlex
+import shutil
+import socket
+import subprocess
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from logpipe.errors import InputError
+from logpipe.server_args import is_secret_key
+from logpipe.store import schemas_dir
+
+MANIFEST_VERSION = 1
+REDACTED = "<redacted>"
+TIERS = ("identity", "treatment", "annotation")
+CAPTURE_PREFIXES = (
+    "NCCL_", "CUDA_", "SGLANG_", "SGL_", "TORCH_", "PYTORCH_", "NVIDIA_", "OMP_", "TRITON_",
+    "FLASHINFER_", "NVSHMEM_", "UCX_", "MKL_", "CUBLAS_", "CUDNN_", "TORCHINDUCTOR_", "DEEPEP_",
+    "TRTLLM_", "MC_", "GLOO_", "NVTE_", "HF_", "TOKENIZERS_", "LD_PRELOAD", "MALLOC_",
+)
+PACKAGES = (
+    "sglang", "sglang-kernel", "sgl-kernel", "flashinfer-python", "flashinfer",
+    "flashinfer-cubin", "flashinfer-jit-cache", "torch", "triton", "nvidia-nccl-cu12",
+    "nvidia-nccl-cu13", "deep-ep", "deep-gemm", "vllm", "transformers", "xgrammar",
+)
+MANIFEST_NAMES = ("env.json",)
+SIDECAR_SUFFIX = ".env.json"
+
+
+# ----------------------------------------------------------------------------- capture
+
+def _run(cmd: list[str]) -> str | None:
+    exe = shutil.which(cmd[0])
+    if exe is None:
+        return None
+    try:
+        proc = subprocess.run([exe, *cmd[1:]], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def _gpus(nvidia_smi: str) -> dict[str, Any]:
+    out = _run([nvidia_smi, "--query-gpu=name,memory.total,driver_version,uuid",
+                "--format=csv,noheader,nounits"])
+    if out is None:
+        return {"available": False, "reason": f"{nvidia_smi} not found or failed"}
+    gpus = []
+    for line in out.strip().splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) >= 3:
+            gpus.append({"name": parts[0], "memory_mib": int(float(parts[1])),
+                         "driver": parts[2], "uuid": parts[3] if len(parts) > 3 else None})
+    header = _run([nvidia_smi]) or ""
+    cuda = None
+    if "CUDA Version:" in header:
+        cuda = header.split("CUDA Version:", 1)[1].split()[0].strip("|")
+    return {"available": True, "devices": gpus, "cuda_version": cuda}
+
+
+def _packages() -> dict[str, str]:
+    found = {}
+    for name in PACKAGES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+def _cpu() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+ARG_ALIASES = {
+    "tp": "tp_size", "tensor_parallel_size": "tp_size", "dp": "dp_size",
+    "data_parallel_size": "dp_size", "ep": "ep_size", "expert_parallel_size": "ep_size",
+    "pp": "pp_size", "pipeline_parallel_size": "pp_size", "model": "model_path",
+    "mem_fraction": "mem_fraction_static",
+}
+
+
+def launch_args(command: list[str]) -> dict[str, Any]:
+    """``--tp 8 --model-path m --enable-x`` → ``{"tp_size": "8", "model_path": "m", ...}``."""
+    args: dict[str, Any] = {}
+    i = 0
+    while i < len(command):
+        token = command[i]
+        if token.startswith("--") and len(token) > 2:
+            name, eq, value = token[2:].partition("=")
+            key = name.replace("-", "_")
+            key = ARG_ALIASES.get(key, key)
+            if eq:
+                args[key] = value
+            elif i + 1 < len(command) and not command[i + 1].startswith("--"):
+                args[key] = command[i + 1]
+                i += 1
+            else:
+                args[key] = True
+        i += 1
+    return args
+
+
+def redact_command(command: list[str]) -> list[str]:
+    """The command with the values of secret-looking options replaced."""
+    out: list[str] = []
+    hide_next = False
+    for token in command:
+        if hide_next and not token.startswith("--"):
+            out.append(REDACTED)
+            hide_next = False
+            continue
+        hide_next = False
+        if token.startswith("--"):
+            name, eq, _ = token[2:].partition("=")
+            if is_secret_key(name.replace("-", "_")):
+                if eq:
+                    out.append(f"--{name}={REDACTED}")
+                    continue
+                hide_next = True
+        out.append(token)
+    return out
+
+
+def redact_mapping(values: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: (REDACTED if is_secret_key(k) and v not in (None, "") else v)
+            for k, v in values.items()}
+
+
+def capture(command: list[str] | None = None, environ: Mapping[str, str] | None = None,
+            nvidia_smi: str = "nvidia-smi") -> dict[str, Any]:
+    """The manifest of this host, now (see ``schemas/manifest.schema.json``)."""
+    environ = os.environ if environ is None else environ
+    variables = {k: v for k, v in sorted(environ.items())
+                 if k.startswith(CAPTURE_PREFIXES)}
+    manifest: dict[str, Any] = {
+        "logpipe_manifest": MANIFEST_VERSION,
+        "captured_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "env": redact_mapping(variables),
+        "gpu": _gpus(nvidia_smi),
+        "packages": _packages(),
+        "host": {"name": socket.gethostname(), "cpu": _cpu(), "kernel": platform.release(),
+                 "os": platform.platform(), "python": platform.python_version()},
+    }
+    if command:
+        manifest["command"] = shlex.join(redact_command(command))
+        manifest["launch_args"] = redact_mapping(launch_args(command))
+    return manifest
+
+
+# --------------------------------------------------------------------------- manifests
+
+def load_manifest(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read manifest: {exc}", path=path) from exc
+    except json.JSONDecodeError as exc:
+        raise InputError(f"manifest is not valid JSON: {exc.msg}", path=path, line=exc.lineno,
+                         hint="write manifests with `logpipe env capture -o FILE`") from exc
+    if not isinstance(data, dict):
+        raise InputError("manifest must be a JSON object", path=path, line=1)
+    return data
+
+
+def flatten_manifest(m: Mapping[str, Any]) -> dict[str, Any]:
+    """Manifest → flat keys (see module docstring)."""
+    flat: dict[str, Any] = {}
+    for k, v in (m.get("env") or {}).items():
+        flat[str(k)] = v
+    gpu = m.get("gpu") or {}
+    devices = gpu.get("devices") or []
+    if devices:
+        names = sorted({d.get("name") for d in devices})
+        flat["gpu.model"] = names[0] if len(names) == 1 else ", ".join(map(str, names))
+        flat["gpu.count"] = len(devices)
+        flat["gpu.memory_mib"] = devices[0].get("memory_mib")
+        flat["gpu.driver"] = devices[0].get("driver")
+        flat["gpu.uuids"] = ",".join(str(d.get("uuid")) for d in devices if d.get("uuid"))
+    if gpu.get("cuda_version"):
+        flat["cuda.version"] = gpu["cuda_version"]
+    for k, v in (m.get("packages") or {}).items():
+        flat[f"pkg.{k}"] = v
+    for k, v in (m.get("host") or {}).items():
+        flat[f"host.{k}"] = v
+    for k, v in (m.get("launch_args") or {}).items():
+        flat[f"arg.{k}"] = v
+    if m.get("command"):
+        command = str(m["command"])
+        try:
+            flat["command"] = shlex.join(redact_command(shlex.split(command)))
+        except ValueError:  # unbalanced quotes: keep nothing rather than a secret
+            flat["command"] = REDACTED if "--" in command else command
+    if m.get("captured_at"):
+        flat["manifest.captured_at"] = m["captured_at"]
+    return {k: (REDACTED if is_secret_key(k.split(".", 1)[-1]) and v not in (None, "") else v)
+            for k, v in flat.items()}
+
+
+def is_manifest_name(path: Path) -> bool:
+    return path.name in MANIFEST_NAMES or path.name.endswith(SIDECAR_SUFFIX)
+
+
+def discover(log: Path, root: Path) -> list[Path]:
+    """Manifests for ``log``, lowest precedence first: folder ``env.json`` files from the
+    ingest root down to the log's folder (nearest wins), then the sidecar."""
+    log = log.resolve()
+    root = root.resolve()
+    if root.is_file():
+        root = root.parent
+    found: list[Path] = []
+    folder = log.parent
+    chain = []
+    while True:
+        chain.append(folder)
+        if folder == root or folder.parent == folder or root not in folder.parents:
+            break
+        folder = folder.parent
+    nearest = next((f / "env.json" for f in chain if (f / "env.json").is_file()), None)
+    if nearest is not None:
+        found.append(nearest)
+    stem = log.name
+    candidates = [log.with_name(stem + SIDECAR_SUFFIX)]
+    for suffix in (".gz", ".zst", ".zstd"):
+        if stem.endswith(suffix):
+            candidates.append(log.with_name(stem[: -len(suffix)] + SIDECAR_SUFFIX))
+    for c in candidates:
+        if c.is_file():
+            found.append(c)
+            break
+    return found
+
+
+# ------------------------------------------------------------------------------- tiers
+
+@dataclass
+class Tiers:
+    rules: list[tuple[str, str]]
+    performance_prefixes: tuple[str, ...]
+
+    @classmethod
+    def load(cls, user_file: Path | None = None) -> Tiers:
+        default = tomllib.loads((schemas_dir() / "tiers.toml").read_text())
+        rules: list[tuple[str, str]] = []
+        prefixes = tuple(default.get("performance_prefixes", ()))
+        if user_file is not None:
+            try:
+                user = tomllib.loads(user_file.read_text())
+            except (OSError, tomllib.TOMLDecodeError) as exc:
+                raise InputError(f"cannot read tiers file: {exc}", path=user_file,
+                                 hint="see schemas/tiers.toml for the format") from exc
+            for rule in user.get("rules", []):
+                rules += [(k, cls._check(rule.get("tier"), user_file)) for k in rule["keys"]]
+            prefixes = tuple(user.get("performance_prefixes", prefixes))
+        for rule in default.get("rules", []):
+            rules += [(k, rule["tier"]) for k in rule["keys"]]
+        return cls(rules, prefixes)
+
+    @staticmethod
+    def _check(tier: Any, path: Path) -> str:
+        if tier not in TIERS:
+            raise InputError(f"unknown tier {tier!r}", path=path,
+                             hint="tiers are: " + ", ".join(TIERS))
+        return str(tier)
+
+    def tier(self, key: str) -> str:
+        for pattern, tier in self.rules:
+            if fnmatch.fnmatchcase(key, pattern):
+                return tier
+        if "." not in key:  # an environment variable
+            return "identity" if key.startswith(self.performance_prefixes) else "annotation"
+        return "identity" if key.startswith("arg.") else "annotation"
+
+
+# ------------------------------------------------------------------ build, fingerprint
+
+@dataclass
+class Entry:
+    value: Any
+    source: str
+    tier: str = "annotation"
+    conflict: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        out = {"value": self.value, "source": self.source, "tier": self.tier}
+        if self.conflict:
+            out["conflict"] = self.conflict
+        return out
+
+
+@dataclass
+class RunEnv:
+    entries: dict[str, Entry] = field(default_factory=dict)
+    complete: bool = False
+    manifests: list[str] = field(default_factory=list)
+
+    def fingerprint(self) -> str:
+        return fingerprint({k: e.value for k, e in self.entries.items()
+                            if e.tier == "identity"})
+
+    def to_json(self) -> str:
+        return json.dumps({k: e.as_json() for k, e in sorted(self.entries.items())},
+                          default=str)
+
+    @classmethod
+    def from_json(cls, text: str | None, complete: bool = False) -> RunEnv:
+        data = json.loads(text) if text else {}
+        return cls({k: Entry(v.get("value"), v.get("source", "?"), v.get("tier", "annotation"),
+                             v.get("conflict")) for k, v in data.items()}, complete)
+
+
+def canonical(value: Any) -> str:
+    """One text per meaning: ``8``, ``"8"`` and ``8.0`` agree; so do ``True`` and ``"true"``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        f = float(value)
+        return str(int(f)) if f.is_integer() else repr(f)
+    if isinstance(value, list | tuple | dict):
+        return json.dumps(value, sort_keys=True, default=str, separators=(",", ":"))
+    text = str(value).strip()
+    if text in ("True", "False", "true", "false"):
+        return text.lower()
+    if text in ("None", "null"):
+        return "null"
+    try:
+        return canonical(float(text)) if text.lower() not in ("nan", "inf", "-inf") else text
+    except ValueError:
+        return text
+
+
+def fingerprint(identity: Mapping[str, Any]) -> str:
+    """Stable hash of identity keys and values (order and value types don't matter)."""
+    items = sorted((k, canonical(v)) for k, v in identity.items())
+    blob = json.dumps(items, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+# SGLang sets some variables itself at launch (reference §7): (variable, first, last,
+# effective value).  ``last`` None = newest.  Applied when the release is known.
+OVERRIDES: list[tuple[str, str, str | None, str]] = [
+    ("CUDA_DEVICE_MAX_CONNECTIONS", "0.3.4", "0.5.4", "4"),
+    ("CUDA_DEVICE_MAX_CONNECTIONS", "0.5.5", None, "8"),
+    ("NCCL_CUMEM_ENABLE", "0.2.15", "0.4.10", "0"),
+    ("NCCL_NVLS_ENABLE", "0.2.15", "0.4.1", "0"),
+    ("TORCH_NCCL_AVOID_RECORD_STREAMS", "0.2.15", "0.4.10", "1"),
+    ("CUDA_MODULE_LOADING", "0.4.4", "0.5.18", "AUTO"),
+]
+
+
+def _version_tuple(v: str) -> tuple[int, ...]:
+    out = []
+    for part in v.split("."):
+        digits = "".join(ch for ch in part if ch.isdigit())
+        if not digits:
+            break
+        out.append(int(digits))
+    return tuple(out)
+
+
+def effective_overrides(version: str | None) -> dict[str, str]:
+    """Variables SGLang ``version`` forces at launch, with the value it forces."""
+    if not version:
+        return {}
+    v = _version_tuple(version)[:3]
+    out = {}
+    for var, first, last, value in OVERRIDES:
+        if _version_tuple(first) <= v and (last is None or v <= _version_tuple(last)):
+            out[var] = value
+    return out
+
+
+def build_env(
+    *,
+    tiers: Tiers,
+    manifests: Iterable[tuple[str, Mapping[str, Any]]] = (),
+    server_args: Mapping[str, Any] | None = None,
+    format_era: str | None = None,
+    cli_env: Mapping[str, Any] | None = None,
+    tags: Mapping[str, Any] | None = None,
+) -> RunEnv:
+    """Merge every source of a run's environment (lowest precedence first).
+
+    ``manifests`` are ``(source label, manifest)`` pairs, lowest precedence first.  The
+    server's printed arguments are the effective values of ``arg.*`` keys: where a
+    manifest's launch command disagrees, the printed value wins and the conflict is noted.
+    """
+    env = RunEnv()
+    entries = env.entries
+    for label, manifest in manifests:
+        env.complete = True
+        env.manifests.append(label)
+        for key, value in flatten_manifest(manifest).items():
+            entries[key] = Entry(value, label)
+    for key, value in (server_args or {}).items():
+        k = f"arg.{key}"
+        value = REDACTED if is_secret_key(key) and value not in (None, "", False) else value
+        previous = entries.get(k)
+        conflict = None
+        if previous is not None and canonical(previous.value) != canonical(value):
+            conflict = f"{previous.source} says {previous.value!r}"
+        entries[k] = Entry(value, "server_args", conflict=conflict)
+    if format_era:
+        entries["sglang.format_era"] = Entry(format_era, "log format")
+    version = entries.get("pkg.sglang")
+    for var, forced in effective_overrides(version.value if version else None).items():
+        declared = entries.get(var)
+        if declared is None or canonical(declared.value) != canonical(forced):
+            note = (f"{declared.source} says {declared.value!r}; " if declared else "") + \
+                f"SGLang {version.value if version else '?'} sets it at launch"
+            entries[var] = Entry(forced, "sglang launch", conflict=note)
+    for key, value in (cli_env or {}).items():
+        entries[key] = Entry(REDACTED if is_secret_key(key) else value, "command line")
+    for key, value in (tags or {}).items():
+        entries[f"tag.{key}"] = Entry(value, "command line")
+    for key, entry in entries.items():
+        entry.tier = tiers.tier(key)
+    return env
+
+
+# -------------------------------------------------------------------------------- diff
+
+@dataclass
+class DiffItem:
+    key: str
+    tier: str
+    a: Any
+    b: Any
+    a_source: str | None
+    b_source: str | None
+
+
+@dataclass
+class EnvDiff:
+    run_a: str
+    run_b: str
+    complete_a: bool
+    complete_b: bool
+    items: list[DiffItem]
+
+    @property
+    def identity(self) -> list[DiffItem]:
+        return [i for i in self.items if i.tier == "identity"]
+
+    @property
+    def comparable(self) -> bool:
+        """True only when both environments are known and their identity tiers match."""
+        return self.complete_a and self.complete_b and not self.identity
+
+    def identity_keys(self) -> list[str]:
+        return [i.key for i in self.identity]
+
+
+UNSET = "(unset)"
+
+
+def diff(name_a: str, a: RunEnv, name_b: str, b: RunEnv) -> EnvDiff:
+    """Key-by-key differences, identity first, then treatment, then annotation."""
+    items = []
+    for key in sorted(set(a.entries) | set(b.entries)):
+        ea, eb = a.entries.get(key), b.entries.get(key)
+        va = ea.value if ea else None
+        vb = eb.value if eb else None
+        if ea and eb and canonical(va) == canonical(vb):
+            continue
+        tier = (ea or eb).tier  # type: ignore[union-attr]
+        items.append(DiffItem(key, tier, va if ea else UNSET, vb if eb else UNSET,
+                              ea.source if ea else None, eb.source if eb else None))
+    order = {t: i for i, t in enumerate(TIERS)}
+    items.sort(key=lambda i: (order[i.tier], i.key))
+    return EnvDiff(name_a, name_b, a.complete, b.complete, items)
+
+
+# ---------------------------------------------------------------------- from the store
+
+def load_run_env(db: str | Path, ref: str) -> tuple[str, RunEnv]:
+    """The name and environment of run ``ref`` (name, id or unique id prefix)."""
+    from logpipe.query import resolve_run
+    from logpipe.store import Store
+
+    with Store.open(db, read_only=True) as store:
+        run_id = resolve_run(store, ref)
+        row = store.one("SELECT name, env, env_complete FROM runs WHERE run_id = ?", [run_id])
+        assert row is not None
+        return str(row[0]), RunEnv.from_json(row[1], bool(row[2]))
+
+
+def diff_runs(db: str | Path, ref_a: str, ref_b: str) -> EnvDiff:
+    """:func:`diff` of two stored runs."""
+    name_a, a = load_run_env(db, ref_a)
+    name_b, b = load_run_env(db, ref_b)
+    return diff(name_a, a, name_b, b)

@@ -1,0 +1,270 @@
+"""Run environments: capture, discovery, tiers, fingerprints, diffs, secrets."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import stat
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from logpipe.cli import app
+from logpipe.env import Tiers, build_env, canonical, capture, fingerprint
+from logpipe.ingest import ingest_paths
+from tests.conftest import SAMPLES, query
+
+runner = CliRunner()
+MISSION = SAMPLES / "mission"
+
+
+def test_capture_without_gpu_or_sglang(tmp_path: Path) -> None:
+    environ = {"NCCL_ALGO": "Ring", "HF_TOKEN": "hf_secret_value", "HOME": "/root",
+               "CUDA_VISIBLE_DEVICES": "0", "PATH": "/usr/bin"}
+    m = capture(["python", "-m", "sglang.launch_server", "--tp", "2", "--api-key", "sk-1",
+                 "--admin-api-key=sk-2"], environ=environ,
+                nvidia_smi=str(tmp_path / "no-such-nvidia-smi"))
+    assert m["gpu"]["available"] is False
+    assert "not found" in m["gpu"]["reason"]
+    assert m["env"] == {"CUDA_VISIBLE_DEVICES": "0", "HF_TOKEN": "<redacted>",
+                        "NCCL_ALGO": "Ring"}
+    assert "sglang" not in m["packages"]
+    text = json.dumps(m)
+    for secret in ("hf_secret_value", "sk-1", "sk-2"):
+        assert secret not in text
+    assert m["launch_args"]["tp_size"] == "2"
+    assert m["host"]["name"]
+
+
+def test_capture_reads_nvidia_smi(tmp_path: Path) -> None:
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = "" ]; then echo "| NVIDIA-SMI 570.133.20   Driver Version: 570.133.20   '
+        'CUDA Version: 12.8     |"; exit 0; fi\n'
+        'echo "NVIDIA H200, 143771, 570.133.20, GPU-aaa"\n'
+        'echo "NVIDIA H200, 143771, 570.133.20, GPU-bbb"\n')
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    m = capture(environ={}, nvidia_smi=str(fake))
+    assert m["gpu"]["available"] is True
+    assert m["gpu"]["cuda_version"] == "12.8"
+    assert [d["name"] for d in m["gpu"]["devices"]] == ["NVIDIA H200", "NVIDIA H200"]
+    assert m["gpu"]["devices"][0]["memory_mib"] == 143771
+
+
+def test_cli_capture_writes_a_manifest(tmp_path: Path) -> None:
+    out = tmp_path / "env.json"
+    result = runner.invoke(app, ["env", "capture", "-o", str(out), "--", "python", "-m",
+                                 "sglang.launch_server", "--tp", "8"])
+    assert result.exit_code == 0, result.output
+    m = json.loads(out.read_text())
+    assert m["logpipe_manifest"] == 1
+    assert m["launch_args"] == {"tp_size": "8"}
+    assert result.stdout.startswith(f"Wrote {out}: ")
+
+
+def test_fingerprint_ignores_key_order_and_value_types() -> None:
+    a = {"arg.tp_size": 8, "NCCL_ALGO": "Ring", "arg.mem_fraction_static": 0.85,
+         "arg.disable_cuda_graph": False, "arg.quantization": None}
+    b = {"arg.quantization": "None", "arg.disable_cuda_graph": "false",
+         "arg.mem_fraction_static": "0.85", "NCCL_ALGO": "Ring", "arg.tp_size": "8"}
+    assert fingerprint(a) == fingerprint(b)
+    assert fingerprint(a) != fingerprint({**a, "NCCL_ALGO": "Tree"})
+    assert canonical(8.0) == canonical("8") == "8"
+
+
+def test_default_tiers() -> None:
+    tiers = Tiers.load()
+    assert tiers.tier("NCCL_ALGO") == "identity"
+    assert tiers.tier("SGLANG_ENABLE_JIT_DEEPGEMM") == "identity"
+    assert tiers.tier("MY_OWN_VAR") == "annotation"
+    assert tiers.tier("arg.speculative_num_steps") == "treatment"
+    assert tiers.tier("arg.port") == "annotation"
+    assert tiers.tier("arg.tp_size") == "identity"
+    assert tiers.tier("arg.some_future_flag") == "identity"
+    assert tiers.tier("gpu.model") == "identity"
+    assert tiers.tier("host.name") == "annotation"
+    assert tiers.tier("NCCL_DEBUG") == "annotation"
+
+
+def test_sglang_forced_variables_are_recorded_as_effective() -> None:
+    manifest = {"env": {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}, "packages": {"sglang": "0.5.12"}}
+    env = build_env(tiers=Tiers.load(), manifests=[("m.json", manifest)])
+    entry = env.entries["CUDA_DEVICE_MAX_CONNECTIONS"]
+    assert entry.value == "8"
+    assert entry.source == "sglang launch"
+    assert "m.json says '1'" in (entry.conflict or "")
+
+
+def test_manifest_and_log_disagree_both_kept() -> None:
+    manifest = {"launch_args": {"tp_size": "4"}}
+    env = build_env(tiers=Tiers.load(), manifests=[("m.json", manifest)],
+                    server_args={"tp_size": 8})
+    entry = env.entries["arg.tp_size"]
+    assert (entry.value, entry.source, entry.conflict) == (8, "server_args", "m.json says '4'")
+
+
+def test_mission_fingerprints(sample_db: Path) -> None:
+    rows = dict(query(sample_db, "SELECT name, env_fingerprint FROM runs "
+                      "WHERE name IN ('baseline-untuned', 'baseline-tuned', 'eagle3-untuned')"))
+    assert rows["baseline-untuned"] == rows["eagle3-untuned"]
+    assert rows["baseline-tuned"] != rows["baseline-untuned"]
+    complete = dict(query(sample_db, "SELECT name, env_complete FROM runs"))
+    assert complete["eagle3-untuned"] is True and complete["plain"] is False
+    assert query(sample_db, "SELECT engine_version FROM runs WHERE name = 'eagle3-untuned'") \
+        == [("0.5.12",)]
+
+
+def test_env_rows_are_queryable(sample_db: Path) -> None:
+    rows = query(sample_db, "SELECT key, value, tier FROM run_env JOIN runs USING (run_id) "
+                 "WHERE name = 'baseline-tuned' AND key LIKE 'NCCL_%' ORDER BY key")
+    assert rows == [("NCCL_ALGO", "Ring", "identity"), ("NCCL_DEBUG", "INFO", "annotation"),
+                    ("NCCL_IB_DISABLE", "1", "identity"), ("NCCL_P2P_LEVEL", "SYS", "identity"),
+                    ("NCCL_PROTO", "LL", "identity")]
+
+
+def test_env_diff_names_exactly_the_nccl_keys(sample_db: Path) -> None:
+    result = runner.invoke(app, ["env", "diff", "--run", "eagle3-untuned", "--run",
+                                 "baseline-tuned", "--db", str(sample_db), "--format", "json"])
+    assert result.exit_code == 3
+    d = json.loads(result.stdout)
+    identity = [(i["key"], i["a"], i["b"]) for i in d["differences"] if i["tier"] == "identity"]
+    assert identity == [("NCCL_ALGO", "(unset)", "Ring"), ("NCCL_P2P_LEVEL", "(unset)", "SYS"),
+                        ("NCCL_PROTO", "(unset)", "LL")]
+    text = runner.invoke(app, ["env", "diff", "--run", "eagle3-untuned", "--run",
+                               "baseline-tuned", "--db", str(sample_db)])
+    assert text.stdout.splitlines()[:2] == [
+        "Identity differs in 3 key(s): eagle3-untuned and baseline-tuned are not comparable.",
+        "identity:"]
+    assert text.stdout.splitlines()[2].startswith("  NCCL_ALGO: (unset) → Ring  [- → ")
+
+
+def test_env_diff_exit_codes(sample_db: Path) -> None:
+    same = runner.invoke(app, ["env", "diff", "--run", "eagle3-untuned", "--run",
+                               "baseline-untuned", "--db", str(sample_db)])
+    assert same.exit_code == 0
+    assert same.stdout.startswith("Identity tiers match")
+    unknown = runner.invoke(app, ["env", "diff", "--run", "plain", "--run", "crlf",
+                                  "--db", str(sample_db)])
+    assert unknown.exit_code == 3
+    assert "Environment of plain is unknown" in unknown.stdout
+    one = runner.invoke(app, ["env", "diff", "--run", "plain", "--db", str(sample_db)])
+    assert one.exit_code == 2
+
+
+def test_env_show(sample_db: Path) -> None:
+    result = runner.invoke(app, ["env", "show", "--run", "baseline-tuned", "--db",
+                                 str(sample_db), "--format", "json"])
+    assert result.exit_code == 0
+    data = json.loads(result.stdout)
+    assert data["complete"] is True
+    assert data["env"]["NCCL_ALGO"]["source"].endswith("baseline-tuned/env.json")
+    assert data["env"]["HF_TOKEN"]["value"] == "<redacted>"
+    assert data["env"]["arg.tp_size"] == {"value": 8, "source": "server_args",
+                                          "tier": "identity"}
+
+
+def _layout(tmp_path: Path) -> Path:
+    """root/env.json, root/a/env.json, root/a/b/server.log, root/a/b/server.log.env.json"""
+    run = tmp_path / "root" / "a" / "b"
+    run.mkdir(parents=True)
+    shutil.copy(MISSION / "baseline-untuned" / "server.log", run / "server.log")
+    (tmp_path / "root" / "env.json").write_text(json.dumps(
+        {"env": {"NCCL_ALGO": "Tree", "NCCL_PROTO": "Simple", "OMP_NUM_THREADS": "8"}}))
+    (tmp_path / "root" / "a" / "env.json").write_text(json.dumps(
+        {"env": {"NCCL_ALGO": "Ring", "NCCL_PROTO": "LL"}}))
+    return run
+
+
+def env_of(db: Path) -> dict[str, tuple[str, str]]:
+    return {k: (v, s) for k, v, s in query(db, "SELECT key, value, source FROM run_env")}
+
+
+def test_discovery_precedence(tmp_path: Path) -> None:
+    run = _layout(tmp_path)
+    db = tmp_path / "d.duckdb"
+    ingest_paths([tmp_path / "root"], db)
+    env = env_of(db)
+    # nearest folder env.json wins over the root's (which is not merged)
+    assert env["NCCL_ALGO"] == ("Ring", str(tmp_path / "root" / "a" / "env.json"))
+    assert "OMP_NUM_THREADS" not in env
+    # a sidecar wins over the folder, the command line over both
+    (run / "server.log.env.json").write_text(json.dumps({"env": {"NCCL_ALGO": "CollnetDirect"}}))
+    ingest_paths([tmp_path / "root"], db)
+    env = env_of(db)
+    assert env["NCCL_ALGO"][0] == "CollnetDirect"
+    assert env["NCCL_PROTO"] == ("LL", str(tmp_path / "root" / "a" / "env.json"))
+    ingest_paths([tmp_path / "root"], db, env={"NCCL_ALGO": "NVLS"}, tags={"ticket": "42"})
+    env = env_of(db)
+    assert env["NCCL_ALGO"] == ("NVLS", "command line")
+    assert env["tag.ticket"] == ("42", "command line")
+    # a later ingest without --env keeps what the command line said before
+    ingest_paths([tmp_path / "root"], db)
+    assert env_of(db)["NCCL_ALGO"] == ("NVLS", "command line")
+
+
+def test_ingest_root_bounds_discovery(tmp_path: Path) -> None:
+    run = _layout(tmp_path)
+    db = tmp_path / "d.duckdb"
+    (tmp_path / "root" / "a" / "env.json").unlink()
+    ingest_paths([run], db)  # the root's env.json is above the ingest root
+    assert query(db, "SELECT env_complete FROM runs") == [(False,)]
+
+
+def test_tier_override_file(tmp_path: Path, sample_db: Path) -> None:
+    tiers = tmp_path / "tiers.toml"
+    tiers.write_text('[[rules]]\ntier = "annotation"\nkeys = ["NCCL_ALGO", "NCCL_PROTO", '
+                     '"NCCL_P2P_LEVEL"]\n')
+    db = tmp_path / "t.duckdb"
+    ingest_paths([MISSION], db, tiers_file=tiers)
+    rows = dict(query(db, "SELECT name, env_fingerprint FROM runs"))
+    assert rows["baseline-tuned"] == rows["baseline-untuned"]
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[rules]]\ntier = "important"\nkeys = ["X"]\n')
+    result = runner.invoke(app, ["ingest", str(MISSION), "--db", str(db), "--tiers", str(bad)])
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"Error: unknown tier 'important' ({bad})")
+
+
+def test_manifest_added_later_takes_effect(tmp_path: Path) -> None:
+    folder = tmp_path / "logs" / "run1"
+    folder.mkdir(parents=True)
+    shutil.copy(MISSION / "baseline-tuned" / "server.log", folder / "server.log")
+    db = tmp_path / "m.duckdb"
+    ingest_paths([tmp_path / "logs"], db)
+    assert query(db, "SELECT env_complete FROM runs") == [(False,)]
+    shutil.copy(MISSION / "baseline-tuned" / "env.json", folder / "env.json")
+    result = ingest_paths([tmp_path / "logs"], db)
+    assert result.files[0].status == "unchanged"
+    assert query(db, "SELECT env_complete FROM runs") == [(True,)]
+
+
+def test_secret_in_manifest_never_reaches_database(tmp_path: Path) -> None:
+    folder = tmp_path / "logs" / "run1"
+    folder.mkdir(parents=True)
+    shutil.copy(MISSION / "baseline-tuned" / "server.log", folder / "server.log")
+    (folder / "env.json").write_text(json.dumps({
+        "env": {"HF_TOKEN": "hf_live_abc", "WANDB_API_KEY": "wb_live_def", "NCCL_ALGO": "Ring"},
+        "command": "python -m sglang.launch_server --api-key sk_live_ghi",
+        "launch_args": {"api_key": "sk_live_ghi"}}))
+    db = tmp_path / "s.duckdb"
+    ingest_paths([tmp_path / "logs"], db, env={"MY_SECRET": "shh_jkl"})
+    dump = json.dumps([query(db, f"SELECT * FROM {t}") for t in
+                       ("runs", "run_env", "events", "batches")], default=str)
+    for secret in ("hf_live_abc", "wb_live_def", "shh_jkl"):
+        assert secret not in dump
+    # a command line stored as text is redacted at ingest too
+    assert "sk_live_ghi" not in dump
+
+
+def test_bad_manifest_fails_the_file_with_its_location(tmp_path: Path) -> None:
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    shutil.copy(MISSION / "baseline-tuned" / "server.log", folder / "server.log")
+    (folder / "env.json").write_text('{"env": {"NCCL_ALGO": "Ring",}}\n')
+    db = tmp_path / "b.duckdb"
+    result = runner.invoke(app, ["ingest", str(folder), "--db", str(db)])
+    assert result.exit_code == 2
+    assert f"manifest is not valid JSON: Expecting property name enclosed in double quotes " \
+           f"({folder / 'env.json'}:1)" in result.stdout
+    assert query(db, "SELECT count(*) FROM runs") == [(0,)]
