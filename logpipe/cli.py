@@ -188,6 +188,58 @@ def env_diff(
 
 
 @app.command()
+def compare(
+    run: Annotated[list[str], typer.Option(
+        "--run", help="Reference first, then one or more candidates (name, id or prefix).")],
+    db: DbOption = DEFAULT_DB,
+    threshold: Annotated[float, typer.Option(
+        help="Practical threshold δ: changes smaller than this are no change.")] = 0.03,
+    alpha: Annotated[float, typer.Option(help="Significance level of the U test.")] = 0.05,
+    allow_env_diff: Annotated[str | None, typer.Option(
+        "--allow-env-diff", help="KEY[,KEY...] identity keys allowed to differ.")] = None,
+    allow_unknown_env: Annotated[bool, typer.Option(
+        help="Compare runs without a captured environment.")] = False,
+    allow_profiled: Annotated[bool, typer.Option(
+        help="Compare a profiled run with an unprofiled one.")] = False,
+    warmup_lines: Annotated[int, typer.Option(
+        help="Also drop the first N steady decode lines of each run.")] = 0,
+    warmup_seconds: Annotated[float, typer.Option(
+        help="Also drop lines in the first S seconds after the server was ready.")] = 0.0,
+    fmt: Annotated[str, typer.Option("--format", help="table, markdown or json.")] = "table",
+) -> None:
+    """Compare runs: environment first, then steady-state statistics, then a verdict.
+
+    Exit 0 no regression, 1 regression, 2 error, 3 incomparable environments (or a
+    profiled run against an unprofiled one), 4 insufficient data.
+    """
+    from logpipe.compare import Options, overall_exit
+    from logpipe.compare import compare as run_compare
+    from logpipe.report import comparison_markdown, comparison_text, comparisons_json
+    from logpipe.steady import Warmup
+
+    if len(run) < 2:
+        _fail(LogpipeError(f"compare needs at least two --run values, got {len(run)}",
+                           hint="logpipe compare --run BASELINE --run CANDIDATE"))
+    if fmt not in ("table", "markdown", "json"):
+        _fail(LogpipeError(f"unknown format {fmt!r}", hint="use one of: table, markdown, json"))
+    allowed = frozenset(k.strip() for k in (allow_env_diff or "").split(",") if k.strip())
+    options = Options(alpha=alpha, threshold=threshold, allow_env_diff=allowed,
+                      allow_unknown_env=allow_unknown_env, allow_profiled=allow_profiled,
+                      warmup=Warmup(warmup_lines, warmup_seconds))
+    try:
+        results = run_compare(str(db), run, options)
+    except LogpipeError as exc:
+        _fail(exc)
+    code = overall_exit(results)
+    if fmt == "json":
+        typer.echo(comparisons_json(results, code), nl=False)
+    else:
+        render = comparison_markdown if fmt == "markdown" else comparison_text
+        typer.echo("\n".join(render(c) for c in results), nl=False)
+    raise typer.Exit(code)
+
+
+@app.command()
 def runs(
     db: DbOption = DEFAULT_DB,
     fmt: Annotated[str, typer.Option("--format", help="table, csv, json or jsonl.")] = "table",

@@ -122,7 +122,10 @@ class Store:
     # -- reading ---------------------------------------------------------------------
 
     def one(self, sql: str, params: list[Any] | None = None) -> tuple[Any, ...] | None:
-        return self.con.execute(sql, params or []).fetchone()
+        """First row or None.  Fetches everything: an unfinished result would block
+        ``con.sql()`` (DuckDB 2.0)."""
+        rows = self.con.execute(sql, params or []).fetchall()
+        return rows[0] if rows else None
 
     def all(self, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
         return self.con.execute(sql, params or []).fetchall()
@@ -140,10 +143,10 @@ class Store:
 
     def source(self, path: str) -> dict[str, Any] | None:
         cur = self.con.execute("SELECT * FROM sources WHERE path = ?", [path])
-        row = cur.fetchone()
-        if row is None:
+        rows = cur.fetchall()
+        if not rows:
             return None
-        return dict(zip([d[0] for d in cur.description], row, strict=True))
+        return dict(zip([d[0] for d in cur.description], rows[0], strict=True))
 
     def sources_with_head(self, head_sha256: str) -> list[dict[str, Any]]:
         cur = self.con.execute("SELECT * FROM sources WHERE head_sha256 = ?", [head_sha256])

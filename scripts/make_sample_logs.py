@@ -17,6 +17,7 @@ import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any
 
 # ---------------------------------------------------------------------------- helpers
@@ -285,10 +286,19 @@ def startup(log: Log, args: dict[str, Any], arch: str, tp: int = 1,
     log.m("The server is fired up and ready to roll!")
 
 
+def spread(rng: random.Random, n: int) -> list[float]:
+    """``n`` standard-normal quantiles in random order: a sample whose median is exactly 0,
+    so each run's steady median is exactly the throughput it was generated with."""
+    z = [NormalDist().inv_cdf((i + 0.5) / n) for i in range(n)]
+    rng.shuffle(z)
+    return z
+
+
 def workload(log: Log, requests: int, lines_per_req: int, tps: float, noise: float,
              accept: tuple[float, float] | None = None, concurrency: int = 1,
              first_eager: bool = True) -> None:
     rng = log.rng
+    zs = iter(spread(rng, requests * (lines_per_req - 1)))
     tokens = 0
     for r in range(requests):
         log.tick(rng.uniform(2.0, 6.0))  # idle gap before the request
@@ -300,17 +310,19 @@ def workload(log: Log, requests: int, lines_per_req: int, tps: float, noise: flo
                     usage=0.01, tput=prompt / 0.35, hit=cached / prompt * 100)
         tokens = prompt
         for i in range(lines_per_req):
-            if accept is not None:
-                al = min(3.0, max(1.0, rng.gauss(*accept)))
-                gen = rng.gauss(tps, noise) * al / accept[0]
-            else:
-                al = None
-                gen = rng.gauss(tps, noise)
             graph = True
             if i == 0:
-                gen *= 0.4  # the window includes the idle gap and the prefill
+                # the window includes the idle gap and the prefill
+                z = rng.uniform(-1, 1)
+                gen = (tps + noise * z) * 0.4
                 if r == 0 and first_eager:
                     graph, gen = False, 0.05
+            else:
+                z = next(zs)
+                gen = tps + noise * z
+            # accept length moves with throughput (the same z): more accepted tokens per
+            # verify step is what makes a speculative window fast
+            al = None if accept is None else min(3.0, max(1.0, accept[0] + accept[1] * z))
             step = 40 * concurrency / max(gen, 1.0)
             log.tick(min(step, 30.0))
             tokens += 40

@@ -143,3 +143,133 @@ def env_diff(d: Any, fmt: str) -> str:
             src = f"  [{i.a_source or '-'} → {i.b_source or '-'}]"
             lines.append(f"  {i.key}: {_v(i.a)} → {_v(i.b)}{src}")
     return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------------- compare
+
+def _num(x: float | None, digits: int = 2) -> str:
+    if x is None:
+        return "–"
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    return f"{x:.{digits}f}"
+
+
+def _metric_label(m: Any) -> str:
+    return m.name + (f" @ {m.stratum} running" if m.stratum is not None else "")
+
+
+def comparison_dict(c: Any) -> dict[str, Any]:
+    """Every number of a comparison, for ``--format json``."""
+    d = c.env_diff
+    return {
+        "reference": {"name": c.reference, "run_id": c.reference_id},
+        "candidate": {"name": c.candidate, "run_id": c.candidate_id},
+        "verdict": c.verdict,
+        "exit_code": c.exit_code,
+        "environment": {
+            "status": c.env_status,
+            "allowed_keys": c.allowed_keys,
+            "complete": ({c.reference: d.complete_a, c.candidate: d.complete_b} if d else None),
+            "differences": ([{"key": i.key, "tier": i.tier, "reference": i.a, "candidate": i.b,
+                              "reference_source": i.a_source, "candidate_source": i.b_source}
+                             for i in d.items] if d else []),
+        },
+        "profiled": c.profiled,
+        "options": {"alpha": c.options.alpha, "threshold": c.options.threshold,
+                    "warmup_lines": c.options.warmup.lines,
+                    "warmup_seconds": c.options.warmup.seconds},
+        "metrics": [{
+            "metric": m.name, "stratum_running_req": m.stratum, "unit": m.unit,
+            "higher_is_better": m.higher_is_better,
+            "n": [m.test.n_a, m.test.n_b], "median": [m.test.median_a, m.test.median_b],
+            "iqr": [m.test.iqr_a, m.test.iqr_b], "ratio": m.test.ratio,
+            "ci95": [m.test.ci_low, m.test.ci_high], "p_value": m.test.p_value,
+            "verdict": m.test.verdict, "detail": m.test.detail,
+        } for m in c.metrics],
+        "unmatched_strata": c.unmatched_strata,
+        "excluded_lines": c.excluded,
+        "speculation": c.speculation,
+        "notes": c.notes,
+    }
+
+
+def comparisons_json(comparisons: Sequence[Any], exit_code: int) -> str:
+    return json.dumps({"exit_code": exit_code,
+                       "comparisons": [comparison_dict(c) for c in comparisons]},
+                      indent=2, default=str) + "\n"
+
+
+def _speculation_lines(c: Any) -> list[str]:
+    s = c.speculation
+    if not s or "speedup" not in s:
+        return []
+    which = ("its same-environment baseline" if s.get("same_environment")
+             else "a baseline from ANOTHER environment")
+    out = [f"Speculation ({s['algorithm']}): {s['speculative_run']} vs {which} "
+           f"{s['baseline_run']}: {s['spec_tps']:.1f} vs {s['baseline_tps']:.1f} tok/s, "
+           f"speedup {s['speedup'] * 100:+.1f}%"]
+    if "accept_len" in s:
+        out.append(f"  accept length {s['accept_len']:.2f}; break-even accept length "
+                   f"{s['break_even_accept_len']:.2f} (speculation pays while the accept "
+                   "length stays above it)")
+    out.append(f"  accept rate means: {s['accept_rate_definition']}")
+    return out
+
+
+def comparison_text(c: Any) -> str:
+    head = f"{c.candidate} vs {c.reference} (reference): {c.verdict.upper()} (exit {c.exit_code})"
+    lines = [head]
+    if c.env_status == "same run":
+        lines.append("Environment: same run")
+    elif c.env_diff is not None:
+        ident = c.env_diff.identity
+        lines.append(f"Environment: {c.env_status}" + (
+            f" ({len(ident)} identity difference(s))" if ident else ""))
+        for i in ident:
+            lines.append(f"  {i.key}: {_v(i.a)} → {_v(i.b)}")
+        treat = [i for i in c.env_diff.items if i.tier == "treatment"]
+        if treat:
+            lines.append("  treatment: " + ", ".join(f"{i.key}={_v(i.b)}" for i in treat))
+    if c.metrics:
+        rows = [(_metric_label(m), f"{m.test.n_a} / {m.test.n_b}",
+                 f"{_num(m.test.median_a)} / {_num(m.test.median_b)}",
+                 _num(m.test.ratio, 3),
+                 (f"{_num(m.test.ci_low, 3)}–{_num(m.test.ci_high, 3)}"
+                  if m.test.ci_low is not None else "–"),
+                 f"{m.test.p_value:.2g}" if m.test.p_value is not None else "–",
+                 m.test.verdict) for m in c.metrics]
+        lines.append(rows_text(["metric", "n (ref / cand)", "median (ref / cand)", "ratio",
+                                "95% CI", "p", "verdict"], rows, "table").rstrip("\n")
+                     .rsplit("\n", 1)[0])
+    lines += _speculation_lines(c)
+    for name, strata in c.unmatched_strata.items():
+        if strata:
+            lines.append(f"Unmatched strata (running requests) only in {name}: {strata}")
+    for note in c.notes:
+        lines.append(f"Note: {note}")
+    return "\n".join(lines) + "\n"
+
+
+def comparison_markdown(c: Any) -> str:
+    lines = [f"### {c.candidate} vs {c.reference}: **{c.verdict}** (exit {c.exit_code})", ""]
+    if c.env_diff is not None and c.env_diff.identity:
+        lines.append("| identity key | " + c.reference + " | " + c.candidate + " |")
+        lines.append("|---|---|---|")
+        for i in c.env_diff.identity:
+            lines.append(f"| `{i.key}` | {_v(i.a)} | {_v(i.b)} |")
+        lines.append("")
+    if c.metrics:
+        lines.append("| metric | n | median (ref → cand) | ratio | 95% CI | p | verdict |")
+        lines.append("|---|---|---|---|---|---|---|")
+        for m in c.metrics:
+            t = m.test
+            ci = f"{_num(t.ci_low, 3)}–{_num(t.ci_high, 3)}" if t.ci_low is not None else "–"
+            p = f"{t.p_value:.2g}" if t.p_value is not None else "–"
+            lines.append(f"| {_metric_label(m)} | {t.n_a} / {t.n_b} | {_num(t.median_a)} → "
+                         f"{_num(t.median_b)} | {_num(t.ratio, 3)} | {ci} | {p} | "
+                         f"{t.verdict} |")
+        lines.append("")
+    lines += [f"- {x}" for x in _speculation_lines(c)]
+    lines += [f"- {n}" for n in c.notes]
+    return "\n".join(lines).rstrip() + "\n"

@@ -1,0 +1,339 @@
+"""Compare runs: environment first, then statistics, then a verdict.  Pure: never prints.
+
+:func:`compare` loads runs from the database and returns one :class:`Comparison` per
+candidate (each against the first run, the reference).  The order of judgement is fixed:
+
+1. **Environment.** Identity tiers must match (``--allow-env-diff`` names keys that may
+   differ, and is stamped on the report); an environment without a captured manifest is
+   unknown and not comparable unless ``allow_unknown_env``.  A profiled run is never
+   compared with an unprofiled one unless ``allow_profiled``.  → exit 3
+2. **Statistics** per metric (:mod:`logpipe.stats`): steady decode throughput per matched
+   concurrency stratum (``running_req``), prefill input throughput, accept length, accept
+   rate (only under one definition), graph coverage, token usage.
+3. **Verdict**: any regression → exit 1; no decode stratum with enough data → exit 4;
+   otherwise exit 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from logpipe import era as eras
+from logpipe.env import EnvDiff, RunEnv, diff
+from logpipe.query import resolve_run
+from logpipe.stats import Test, compare_proportions, compare_samples, needed_per_run
+from logpipe.steady import Warmup, steady_lines
+from logpipe.store import Store
+
+EXIT_OK, EXIT_REGRESSION, EXIT_ERROR, EXIT_INCOMPARABLE, EXIT_INSUFFICIENT = 0, 1, 2, 3, 4
+# when several candidates are compared, the reported exit code is the most severe
+SEVERITY = [EXIT_ERROR, EXIT_INCOMPARABLE, EXIT_REGRESSION, EXIT_INSUFFICIENT, EXIT_OK]
+
+# accept rate changed meaning three times under one label (reference §2.2)
+ACCEPT_RATE_DEFINITIONS: list[tuple[str, str | None, str]] = [
+    ("0.5.4", "0.5.9", "accepted / (steps + 1)"),
+    ("0.5.10", "0.5.10", "accepted / num_draft_tokens"),
+    ("0.5.11", None, "(accept_len − 1) / (num_draft_tokens − 1)"),
+]
+
+
+@dataclass(frozen=True)
+class Options:
+    alpha: float = 0.05
+    threshold: float = 0.03
+    allow_env_diff: frozenset[str] = frozenset()
+    allow_unknown_env: bool = False
+    allow_profiled: bool = False
+    warmup: Warmup = Warmup()
+
+
+@dataclass
+class RunSamples:
+    run_id: str
+    name: str
+    role: str
+    spec_algorithm: str | None
+    profiled: bool
+    env: RunEnv
+    format_era: str | None
+    era_mask: int | None
+    engine_version: str | None
+    decode: dict[int, np.ndarray]
+    accept_len: np.ndarray
+    accept_rate: np.ndarray
+    prefill: np.ndarray
+    token_usage: np.ndarray
+    graph_on: int
+    graph_total: int
+    excluded: dict[str, int]
+
+    def accept_rate_definition(self) -> str:
+        return accept_rate_definition(self.engine_version, self.era_mask)
+
+
+def accept_rate_definition(version: str | None, mask: int | None) -> str:
+    """The meaning of ``accept rate`` for a run's release (exact, or from its era)."""
+    if version:
+        parts = tuple(int(x) for x in version.split(".")[:3] if x.isdigit())
+        for first, last, text in ACCEPT_RATE_DEFINITIONS:
+            lo = tuple(int(x) for x in first.split("."))
+            hi = tuple(int(x) for x in last.split(".")) if last else (99,)
+            if lo <= parts <= hi:
+                return text
+        return "not printed before 0.5.4"
+    if mask is None:
+        return "unknown (no version, no format era)"
+    found = []
+    for first, last, text in ACCEPT_RATE_DEFINITIONS:
+        if mask & eras.span(first, last):
+            found.append(text)
+    if mask & eras.span("0.2.15", "0.5.3"):
+        found.append("not printed before 0.5.4")
+    if len(found) == 1:
+        return found[0]
+    return "ambiguous: the format era spans " + " | ".join(found)
+
+
+@dataclass
+class Metric:
+    name: str
+    unit: str
+    higher_is_better: bool | None
+    test: Test
+    stratum: int | None = None
+
+
+@dataclass
+class Comparison:
+    reference: str
+    candidate: str
+    reference_id: str
+    candidate_id: str
+    env_status: str  # same run | comparable | incomparable | unknown | allowed
+    env_diff: EnvDiff | None
+    allowed_keys: list[str] = field(default_factory=list)
+    profiled: dict[str, bool] = field(default_factory=dict)
+    metrics: list[Metric] = field(default_factory=list)
+    unmatched_strata: dict[str, list[int]] = field(default_factory=dict)
+    speculation: dict[str, Any] | None = None
+    excluded: dict[str, dict[str, int]] = field(default_factory=dict)
+    verdict: str = ""
+    exit_code: int = EXIT_OK
+    notes: list[str] = field(default_factory=list)
+    options: Options = field(default_factory=Options)
+
+
+# ------------------------------------------------------------------------------ load
+
+NO_WARMUP = Warmup()
+DEFAULTS = Options()
+
+
+def load_run(store: Store, ref: str, warmup: Warmup = NO_WARMUP) -> RunSamples:
+    run_id = resolve_run(store, ref)
+    row = store.one(
+        "SELECT name, role, spec_algorithm, profiled, env, env_complete, format_era, "
+        "era_mask, engine_version FROM runs WHERE run_id = ?", [run_id])
+    assert row is not None
+    name, role, algo, profiled, env_json, complete, era_label, mask, version = row
+    lines = steady_lines(store, run_id, warmup)
+    steady = lines.filter(pl.col("state") == "steady")
+    dec = steady.filter(pl.col("kind") == "decode")
+    decode: dict[int, np.ndarray] = {}
+    for (stratum,), group in dec.filter(pl.col("gen_throughput").is_not_null()).group_by(
+            "running_req"):
+        if stratum is not None:
+            decode[int(stratum)] = group["gen_throughput"].to_numpy()
+    pre = steady.filter((pl.col("kind") == "prefill") & pl.col("input_throughput").is_not_null())
+    counted = lines.filter((pl.col("kind") == "decode") & (pl.col("state") != "idle")
+                           & (pl.col("reason").fill_null("") != "before the server was ready")
+                           & pl.col("cuda_graph").is_not_null())
+    excluded = {str(r): int(n) for r, n in lines.filter(pl.col("state") != "steady")
+                .group_by("reason").len().iter_rows()}
+
+    def col(frame: pl.DataFrame, name: str) -> np.ndarray:
+        return frame[name].drop_nulls().to_numpy().astype(float)
+
+    return RunSamples(
+        run_id=run_id, name=str(name), role=str(role), spec_algorithm=algo,
+        profiled=bool(profiled), env=RunEnv.from_json(env_json, bool(complete)),
+        format_era=era_label, era_mask=mask, engine_version=version, decode=decode,
+        accept_len=col(dec, "accept_len"), accept_rate=col(dec, "accept_rate"),
+        prefill=col(pre, "input_throughput"), token_usage=col(dec, "token_usage"),
+        graph_on=int(counted["cuda_graph"].sum()), graph_total=counted.height,
+        excluded=excluded,
+    )
+
+
+def compare(db: str, refs: Sequence[str], options: Options = DEFAULTS) -> list[Comparison]:
+    """Each of ``refs[1:]`` against ``refs[0]``."""
+    with Store.open(db, read_only=True) as store:
+        runs = [load_run(store, r, options.warmup) for r in refs]
+    return [compare_runs(runs[0], cand, options) for cand in runs[1:]]
+
+
+def overall_exit(comparisons: Sequence[Comparison]) -> int:
+    codes = {c.exit_code for c in comparisons}
+    return next((c for c in SEVERITY if c in codes), EXIT_OK)
+
+
+# --------------------------------------------------------------------------- compare
+
+def compare_runs(a: RunSamples, b: RunSamples, options: Options = DEFAULTS) -> Comparison:
+    """``b`` (candidate) against ``a`` (reference)."""
+    c = Comparison(a.name, b.name, a.run_id, b.run_id, "comparable", None, options=options,
+                   profiled={a.name: a.profiled, b.name: b.profiled},
+                   excluded={a.name: a.excluded, b.name: b.excluded})
+    if not _environment(a, b, c, options):
+        return c
+    _statistics(a, b, c, options)
+    _speculation(a, b, c)
+    _verdict(c, options)
+    return c
+
+
+def _environment(a: RunSamples, b: RunSamples, c: Comparison, options: Options) -> bool:
+    if a.run_id == b.run_id:
+        c.env_status = "same run"
+    else:
+        d = diff(a.name, a.env, b.name, b.env)
+        c.env_diff = d
+        unknown = [r.name for r in (a, b) if not r.env.complete]
+        differing = set(d.identity_keys())
+        if unknown and not options.allow_unknown_env:
+            c.env_status = "unknown"
+            c.verdict = "incomparable"
+            c.exit_code = EXIT_INCOMPARABLE
+            c.notes.append(
+                "environment unknown for " + ", ".join(unknown) + " (no captured manifest): "
+                "comparability cannot be established. Capture one with `logpipe env capture`, "
+                "or pass --allow-unknown-env to compare anyway.")
+            return False
+        if differing - options.allow_env_diff:
+            c.env_status = "incomparable"
+            c.verdict = "incomparable"
+            c.exit_code = EXIT_INCOMPARABLE
+            keys = sorted(differing - options.allow_env_diff)
+            c.notes.append("identity differs in " + ", ".join(keys) + ": statistics cannot "
+                           "rescue a baseline from another environment. Pass "
+                           "--allow-env-diff " + ",".join(keys) + " to compare anyway.")
+            return False
+        if differing or unknown:
+            c.env_status = "allowed"
+            c.allowed_keys = sorted(differing)
+            if differing:
+                c.notes.append("compared across identity differences allowed by the user: "
+                               + ", ".join(sorted(differing)))
+            if unknown:
+                c.notes.append("environment unknown for " + ", ".join(unknown)
+                               + ": compared anyway (--allow-unknown-env)")
+    if a.profiled != b.profiled and not options.allow_profiled:
+        prof = a.name if a.profiled else b.name
+        c.verdict = "incomparable"
+        c.exit_code = EXIT_INCOMPARABLE
+        c.env_status = "incomparable"
+        c.notes.append(f"{prof} ran with a profiler and the other run did not: a profiled run "
+                       "is a different experiment. Pass --allow-profiled to compare anyway.")
+        return False
+    if a.profiled or b.profiled:
+        c.notes.append("profiled run(s) compared: their numbers are not production throughput")
+    return True
+
+
+def _statistics(a: RunSamples, b: RunSamples, c: Comparison, options: Options) -> None:
+    kw = {"alpha": options.alpha, "threshold": options.threshold}
+    matched = sorted(set(a.decode) & set(b.decode))
+    c.unmatched_strata = {a.name: sorted(set(a.decode) - set(b.decode)),
+                          b.name: sorted(set(b.decode) - set(a.decode))}
+    for s in matched:
+        c.metrics.append(Metric("decode throughput", "tok/s", True,
+                                compare_samples(a.decode[s], b.decode[s],
+                                                higher_is_better=True, **kw), stratum=s))
+    if len(a.prefill) or len(b.prefill):
+        c.metrics.append(Metric("prefill input throughput", "tok/s", True,
+                                compare_samples(a.prefill, b.prefill, higher_is_better=True,
+                                                **kw)))
+    if len(a.accept_len) and len(b.accept_len):
+        c.metrics.append(Metric("accept length", "tokens", True,
+                                compare_samples(a.accept_len, b.accept_len,
+                                                higher_is_better=True, **kw)))
+    if len(a.accept_rate) and len(b.accept_rate):
+        da, db_ = a.accept_rate_definition(), b.accept_rate_definition()
+        if da == db_ and not da.startswith(("ambiguous", "unknown")):
+            c.metrics.append(Metric("accept rate", da, True,
+                                    compare_samples(a.accept_rate, b.accept_rate,
+                                                    higher_is_better=True, **kw)))
+        else:
+            c.notes.append(f"accept rates not compared: {a.name} means {da!r}, "
+                           f"{b.name} means {db_!r}")
+    if a.graph_total or b.graph_total:
+        c.metrics.append(Metric("graph coverage", "share of decode lines", True,
+                                compare_proportions(a.graph_on, a.graph_total, b.graph_on,
+                                                    b.graph_total, **kw)))
+    if len(a.token_usage) and len(b.token_usage):
+        c.metrics.append(Metric("token usage", "share of KV pool", None,
+                                compare_samples(a.token_usage, b.token_usage,
+                                                higher_is_better=None, **kw)))
+
+
+def _primary(c: Comparison) -> Metric | None:
+    decode = [m for m in c.metrics if m.name == "decode throughput"]
+    if not decode:
+        return None
+    return max(decode, key=lambda m: min(m.test.n_a, m.test.n_b))
+
+
+def _speculation(a: RunSamples, b: RunSamples, c: Comparison) -> None:
+    roles = {a.role, b.role}
+    if roles != {"speculative", "baseline"}:
+        return
+    spec, base = (a, b) if a.role == "speculative" else (b, a)
+    primary = _primary(c)
+    block: dict[str, Any] = {
+        "speculative_run": spec.name, "baseline_run": base.name,
+        "algorithm": spec.spec_algorithm,
+        "accept_rate_definition": spec.accept_rate_definition(),
+    }
+    if primary is not None and primary.test.median_a and primary.test.median_b:
+        spec_tps = primary.test.median_b if spec is b else primary.test.median_a
+        base_tps = primary.test.median_a if spec is b else primary.test.median_b
+        block.update(stratum=primary.stratum, spec_tps=spec_tps, baseline_tps=base_tps,
+                     speedup=spec_tps / base_tps - 1)
+        if len(spec.accept_len):
+            al = float(np.median(spec.accept_len))
+            block.update(accept_len=al, break_even_accept_len=al * base_tps / spec_tps)
+    block["same_environment"] = c.env_status in ("comparable", "same run")
+    c.speculation = block
+
+
+def _verdict(c: Comparison, options: Options) -> None:
+    gating = [m for m in c.metrics if m.higher_is_better is not None]
+    regressions = [m for m in gating if m.test.verdict == "regression"]
+    decode = [m for m in c.metrics if m.name == "decode throughput"]
+    if regressions:
+        c.verdict = "regression"
+        c.exit_code = EXIT_REGRESSION
+        return
+    if not decode:
+        c.verdict = "insufficient data"
+        c.exit_code = EXIT_INSUFFICIENT
+        strata = c.unmatched_strata
+        c.notes.append("no concurrency stratum (running requests) has steady decode lines in "
+                       "both runs" + ("; unmatched: " + "; ".join(
+                           f"{k}: {v}" for k, v in strata.items() if v) if any(
+                           strata.values()) else ""))
+        return
+    if all(m.test.verdict == "insufficient data" for m in decode):
+        c.verdict = "insufficient data"
+        c.exit_code = EXIT_INSUFFICIENT
+        c.notes.append(f"need ≥ {needed_per_run(options.alpha)} steady decode lines per run "
+                       f"in a shared stratum for α = {options.alpha:g}")
+        return
+    c.verdict = "improvement" if any(m.test.verdict == "improvement" for m in gating) \
+        else "no significant change"
+    c.exit_code = EXIT_OK

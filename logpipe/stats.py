@@ -1,0 +1,166 @@
+"""The statistics behind every verdict, and nothing else (reference: statistics.md).
+
+A change is called an improvement or a regression only when all three hold:
+1. a two-sided Mann–Whitney U test gives p < α — computed only when the sample sizes can
+   reach α at all (the smallest two-sided p is ``2 / C(n+m, n)``);
+2. the ratio of medians (candidate / reference) is beyond the practical threshold δ;
+3. the bootstrap 95% confidence interval of that ratio lies entirely beyond 1 ± δ.
+Everything is deterministic: resampling uses a fixed seed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as sps
+
+SEED = 20_260_504
+RESAMPLES = 10_000
+
+
+def min_p_two_sided(n: int, m: int) -> float:
+    """Smallest two-sided Mann–Whitney p-value attainable with samples of n and m."""
+    if n == 0 or m == 0:
+        return 1.0
+    return min(1.0, 2.0 / math.comb(n + m, n))
+
+
+def needed_per_run(alpha: float) -> int:
+    """Smallest equal sample size per run whose attainable p is below ``alpha``."""
+    k = 1
+    while min_p_two_sided(k, k) >= alpha:
+        k += 1
+    return k
+
+
+def bootstrap_ratio_ci(a: np.ndarray, b: np.ndarray, level: float = 0.95,
+                       resamples: int = RESAMPLES, seed: int = SEED) -> tuple[float, float]:
+    """Percentile bootstrap CI of median(b) / median(a), resampling each run independently."""
+    rng = np.random.default_rng(seed)
+    ratios = np.empty(resamples)
+    done = 0
+    batch = max(1, min(resamples, 4_000_000 // max(len(a), len(b), 1)))
+    while done < resamples:
+        k = min(batch, resamples - done)
+        ma = np.median(a[rng.integers(0, len(a), (k, len(a)))], axis=1)
+        mb = np.median(b[rng.integers(0, len(b), (k, len(b)))], axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratios[done:done + k] = mb / ma
+        done += k
+    ratios = ratios[np.isfinite(ratios)]
+    if len(ratios) == 0:
+        return (math.nan, math.nan)
+    tail = (1 - level) / 2 * 100
+    lo, hi = np.percentile(ratios, [tail, 100 - tail])
+    return float(lo), float(hi)
+
+
+@dataclass
+class Test:
+    """The outcome of comparing one metric between two runs."""
+
+    n_a: int
+    n_b: int
+    median_a: float | None
+    median_b: float | None
+    iqr_a: float | None
+    iqr_b: float | None
+    ratio: float | None
+    ci_low: float | None
+    ci_high: float | None
+    p_value: float | None
+    verdict: str  # improvement | regression | no significant change | insufficient data | info
+    detail: str
+
+
+def _iqr(x: np.ndarray) -> float:
+    q1, q3 = np.percentile(x, [25, 75])
+    return float(q3 - q1)
+
+
+def compare_samples(a: np.ndarray | list[float], b: np.ndarray | list[float], *,
+                    higher_is_better: bool | None, alpha: float = 0.05,
+                    threshold: float = 0.03) -> Test:
+    """Verdict on ``b`` (candidate) against ``a`` (reference).
+
+    ``higher_is_better`` None: the metric has no good direction; a significant change is
+    reported as ``info``.
+    """
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    a = a[np.isfinite(a)]
+    b = b[np.isfinite(b)]
+    n, m = len(a), len(b)
+    med_a = float(np.median(a)) if n else None
+    med_b = float(np.median(b)) if m else None
+    base = Test(n, m, med_a, med_b, _iqr(a) if n else None, _iqr(b) if m else None,
+                None, None, None, None, "insufficient data", "")
+    if n == 0 or m == 0:
+        base.detail = "no samples in " + ("either run" if n == m else
+                                          "the reference" if n == 0 else "the candidate")
+        return base
+    if med_a:
+        base.ratio = med_b / med_a if med_a else None  # type: ignore[operator]
+    if min_p_two_sided(n, m) >= alpha:
+        k = needed_per_run(alpha)
+        base.detail = (f"insufficient data: need ≥ {k} samples per run for α = {alpha:g} "
+                       f"(have {n} and {m})")
+        return base
+    p = float(sps.mannwhitneyu(a, b, alternative="two-sided").pvalue)
+    base.p_value = p
+    if not med_a:
+        if not med_b and p >= alpha:
+            base.verdict = "no significant change"
+            base.detail = "both medians are 0"
+        else:
+            base.verdict = "info" if higher_is_better is None else "insufficient data"
+            base.detail = "reference median is 0: no ratio"
+        return base
+    lo, hi = bootstrap_ratio_ci(a, b)
+    base.ci_low, base.ci_high = lo, hi
+    ratio = base.ratio or 1.0
+    beyond = abs(ratio - 1) > threshold
+    ci_beyond = lo > 1 + threshold or hi < 1 - threshold
+    if p < alpha and beyond and ci_beyond:
+        up = ratio > 1
+        if higher_is_better is None:
+            base.verdict = "info"
+        else:
+            base.verdict = "improvement" if up == higher_is_better else "regression"
+        base.detail = (f"{(ratio - 1) * 100:+.1f}% (p = {p:.2g}, 95% CI {lo:.3f}–{hi:.3f})")
+        return base
+    base.verdict = "no significant change"
+    why = []
+    if p >= alpha:
+        why.append(f"p = {p:.2g} ≥ {alpha:g}")
+    if not beyond:
+        why.append(f"|{(ratio - 1) * 100:+.1f}%| within ±{threshold * 100:g}%")
+    elif not ci_beyond:
+        why.append(f"95% CI {lo:.3f}–{hi:.3f} reaches into 1 ± {threshold:g}")
+    base.detail = "; ".join(why)
+    return base
+
+
+def compare_proportions(k_a: int, n_a: int, k_b: int, n_b: int, *, alpha: float = 0.05,
+                        threshold: float = 0.03) -> Test:
+    """Graph coverage and other shares: Fisher's exact test plus a practical threshold on
+    the ratio of shares (higher is better)."""
+    pa = k_a / n_a if n_a else None
+    pb = k_b / n_b if n_b else None
+    t = Test(n_a, n_b, pa, pb, None, None, None, None, None, None, "insufficient data", "")
+    if not n_a or not n_b:
+        t.detail = "no lines to count"
+        return t
+    t.ratio = (pb / pa) if pa else None  # type: ignore[operator]
+    p = float(sps.fisher_exact([[k_a, n_a - k_a], [k_b, n_b - k_b]]).pvalue)
+    t.p_value = p
+    diff = (pb or 0) - (pa or 0)
+    if p < alpha and abs(diff) > threshold:
+        t.verdict = "improvement" if diff > 0 else "regression"
+        t.detail = f"{pa:.1%} → {pb:.1%} (Fisher p = {p:.2g})"
+    else:
+        t.verdict = "no significant change"
+        t.detail = f"{pa:.1%} → {pb:.1%} (Fisher p = {p:.2g})"
+    return t

@@ -1,0 +1,99 @@
+-- Views, recreated on every open for writing (they hold no data).  Documented in
+-- schemas/README.md.
+
+-- Every batch line with its steady-state class and the reason for it.
+--   warmup   : before the server was ready, or a decode line off the graph
+--   profiled : between a profiler start and stop
+--   idle     : a decode line with no running requests
+--   steady   : everything else, except the first decode line after an idle gap, which
+--              is 'warmup' (its throughput window includes the idle time)
+CREATE OR REPLACE VIEW batch_states AS
+WITH ready AS (
+    SELECT run_id, min(line_no) AS ready_line
+    FROM events WHERE kind = 'ready' GROUP BY run_id
+),
+prof AS (
+    SELECT s.run_id, s.line_no AS start_line,
+           coalesce((SELECT min(e.line_no) FROM events e
+                     WHERE e.run_id = s.run_id AND e.kind = 'profiling_stop'
+                       AND e.line_no > s.line_no), 9223372036854775807) AS stop_line
+    FROM events s WHERE s.kind = 'profiling_start'
+),
+b AS (
+    SELECT b.*,
+           lag(b.kind) OVER w AS prev_kind,
+           lag(b.running_req) OVER w AS prev_running,
+           last_value(CASE WHEN b.kind = 'decode' THEN b.ts END IGNORE NULLS) OVER before
+             AS prev_decode_ts,
+           last_value(CASE WHEN b.kind = 'decode' THEN b.line_no END IGNORE NULLS) OVER before
+             AS prev_decode_line
+    FROM batches b
+    WINDOW w AS (PARTITION BY b.run_id, coalesce(b.rank_tag, '') ORDER BY b.line_no),
+           before AS (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+),
+gaps AS (
+    SELECT run_id, coalesce(rank_tag, '') AS rank_key,
+           median(epoch(ts) - epoch(prev_decode_ts)) AS median_gap_s
+    FROM b WHERE kind = 'decode' AND prev_decode_ts IS NOT NULL
+    GROUP BY ALL
+)
+SELECT b.run_id, b.source_path, b.line_no, b.ts, b.kind, b.rank_tag, b.running_req,
+       b.queue_req, b.gen_throughput, b.input_throughput, b.accept_len, b.accept_rate,
+       b.token_usage, b.cuda_graph,
+       CASE
+         WHEN r.ready_line IS NOT NULL AND b.line_no < r.ready_line THEN 'warmup'
+         WHEN EXISTS (SELECT 1 FROM prof p WHERE p.run_id = b.run_id
+                      AND b.line_no > p.start_line AND b.line_no < p.stop_line) THEN 'profiled'
+         WHEN b.kind = 'decode' AND b.running_req = 0 THEN 'idle'
+         WHEN b.kind = 'decode' AND b.cuda_graph = false THEN 'warmup'
+         WHEN b.kind = 'decode' AND (
+              b.prev_decode_line IS NULL
+              OR (b.prev_kind = 'prefill' AND b.prev_running = 0)
+              OR (g.median_gap_s > 0
+                  AND epoch(b.ts) - epoch(b.prev_decode_ts) > 3 * g.median_gap_s))
+           THEN 'warmup'
+         ELSE 'steady'
+       END AS state,
+       CASE
+         WHEN r.ready_line IS NOT NULL AND b.line_no < r.ready_line
+           THEN 'before the server was ready'
+         WHEN EXISTS (SELECT 1 FROM prof p WHERE p.run_id = b.run_id
+                      AND b.line_no > p.start_line AND b.line_no < p.stop_line)
+           THEN 'inside a profiled interval'
+         WHEN b.kind = 'decode' AND b.running_req = 0 THEN 'no running requests'
+         WHEN b.kind = 'decode' AND b.cuda_graph = false THEN 'decode ran off the graph'
+         WHEN b.kind = 'decode' AND b.prev_decode_line IS NULL THEN 'first decode line'
+         WHEN b.kind = 'decode' AND b.prev_kind = 'prefill' AND b.prev_running = 0
+           THEN 'first decode after idle (window includes the idle time)'
+         WHEN b.kind = 'decode' AND g.median_gap_s > 0
+              AND epoch(b.ts) - epoch(b.prev_decode_ts) > 3 * g.median_gap_s
+           THEN 'first decode after a gap (window includes the idle time)'
+         ELSE NULL
+       END AS reason
+FROM b
+LEFT JOIN ready r ON r.run_id = b.run_id
+LEFT JOIN gaps g ON g.run_id = b.run_id AND g.rank_key = coalesce(b.rank_tag, '');
+
+-- Steady decode samples only.
+CREATE OR REPLACE VIEW steady_decode AS
+SELECT * FROM batch_states WHERE kind = 'decode' AND state = 'steady';
+
+-- One row per run: what the log says about its steady state.
+CREATE OR REPLACE VIEW run_summary AS
+SELECT r.run_id, r.name, r.model, r.tp_size, r.dp_size, r.ep_size, r.pp_size,
+       r.spec_algorithm, r.role, r.env_fingerprint, r.env_complete, r.profiled,
+       r.format_era, r.started_at,
+       count(*) FILTER (WHERE s.kind = 'decode') AS decode_lines,
+       count(*) FILTER (WHERE s.kind = 'decode' AND s.state = 'steady') AS steady_decode_lines,
+       median(s.gen_throughput) FILTER (WHERE s.kind = 'decode' AND s.state = 'steady')
+         AS steady_gen_throughput,
+       median(s.accept_len) FILTER (WHERE s.kind = 'decode' AND s.state = 'steady')
+         AS steady_accept_len,
+       avg(CASE WHEN s.cuda_graph THEN 1.0 ELSE 0.0 END)
+         FILTER (WHERE s.kind = 'decode' AND s.state <> 'idle'
+                 AND s.reason IS DISTINCT FROM 'before the server was ready')
+         AS graph_coverage,
+       list_distinct(list(s.running_req) FILTER (WHERE s.kind = 'decode'
+                                                 AND s.state = 'steady')) AS strata
+FROM runs r LEFT JOIN batch_states s USING (run_id)
+GROUP BY ALL;

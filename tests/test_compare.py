@@ -1,0 +1,267 @@
+"""`logpipe compare`: the mission's comparisons, exit codes, and the statistics."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from logpipe.cli import app
+from logpipe.compare import accept_rate_definition
+from logpipe.era import span
+from logpipe.ingest import ingest_paths
+from logpipe.stats import compare_samples, min_p_two_sided, needed_per_run
+from tests.conftest import ROOT
+
+runner = CliRunner()
+
+
+def cmp(db: Path, *args: str) -> tuple[int, dict]:
+    result = runner.invoke(app, ["compare", *args, "--db", str(db), "--format", "json"])
+    assert result.exit_code in (0, 1, 3, 4), result.output
+    return result.exit_code, json.loads(result.stdout)
+
+
+def test_eagle3_vs_same_environment_baseline(sample_db: Path) -> None:
+    code, out = cmp(sample_db, "--run", "baseline-untuned", "--run", "eagle3-untuned")
+    assert code == 0
+    c = out["comparisons"][0]
+    assert c["verdict"] == "improvement"
+    decode = next(m for m in c["metrics"] if m["metric"] == "decode throughput")
+    assert decode["stratum_running_req"] == 1
+    assert decode["median"] == [62.9, 75.9]
+    assert decode["verdict"] == "improvement"
+    assert decode["ci95"][0] > 1.03 and decode["p_value"] < 0.05
+    spec = c["speculation"]
+    assert round(spec["speedup"] * 100, 1) == 20.7
+    assert round(spec["break_even_accept_len"], 2) == 1.74
+    assert spec["accept_len"] == pytest.approx(2.1)
+    assert spec["same_environment"] is True
+    assert spec["accept_rate_definition"] == "(accept_len − 1) / (num_draft_tokens − 1)"
+    text = runner.invoke(app, ["compare", "--run", "baseline-untuned", "--run",
+                               "eagle3-untuned", "--db", str(sample_db)]).stdout
+    assert "speedup +20.7%" in text and "break-even accept length 1.74" in text
+
+
+def test_eagle3_vs_tuned_baseline_is_refused(sample_db: Path) -> None:
+    code, out = cmp(sample_db, "--run", "baseline-tuned", "--run", "eagle3-untuned")
+    assert code == 3
+    c = out["comparisons"][0]
+    assert c["metrics"] == []
+    identity = [d["key"] for d in c["environment"]["differences"] if d["tier"] == "identity"]
+    assert identity == ["NCCL_ALGO", "NCCL_P2P_LEVEL", "NCCL_PROTO"]
+    # allowing exactly those keys gives a (stamped) verdict; allowing fewer does not
+    code, out = cmp(sample_db, "--run", "baseline-tuned", "--run", "eagle3-untuned",
+                    "--allow-env-diff", "NCCL_ALGO,NCCL_PROTO,NCCL_P2P_LEVEL")
+    assert code == 1
+    assert out["comparisons"][0]["environment"]["allowed_keys"] == identity
+    assert out["comparisons"][0]["speculation"]["same_environment"] is False
+    code, _ = cmp(sample_db, "--run", "baseline-tuned", "--run", "eagle3-untuned",
+                  "--allow-env-diff", "NCCL_ALGO")
+    assert code == 3
+
+
+def test_run_against_itself_is_no_change(sample_db: Path) -> None:
+    code, out = cmp(sample_db, "--run", "eagle3-untuned", "--run", "eagle3-untuned")
+    assert code == 0
+    c = out["comparisons"][0]
+    assert c["verdict"] == "no significant change"
+    assert c["environment"]["status"] == "same run"
+
+
+def test_unknown_environment_is_said(sample_db: Path) -> None:
+    code, out = cmp(sample_db, "--run", "plain", "--run", "crlf")
+    assert code == 3
+    assert "environment unknown for plain, crlf" in out["comparisons"][0]["notes"][0]
+    code, out = cmp(sample_db, "--run", "plain", "--run", "crlf", "--allow-unknown-env")
+    assert code == 0  # the same lines in two wrappers
+    c = out["comparisons"][0]
+    assert c["verdict"] == "no significant change"
+    assert c["notes"] == ["environment unknown for plain, crlf: compared anyway "
+                          "(--allow-unknown-env)"]
+
+
+def test_unknown_run_and_ambiguous_prefix(sample_db: Path) -> None:
+    result = runner.invoke(app, ["compare", "--run", "nope", "--run", "plain", "--db",
+                                 str(sample_db)])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("Error: no run named 'nope'")
+    one = runner.invoke(app, ["compare", "--run", "plain", "--db", str(sample_db)])
+    assert one.exit_code == 2
+
+
+def _generator():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("make_sample_logs",
+                                                  ROOT / "scripts" / "make_sample_logs.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _write_run(root: Path, name: str, lines: list[str], manifest: dict) -> None:
+    folder = root / name
+    folder.mkdir(parents=True)
+    (folder / "server.log").write_text("\n".join(lines) + "\n")
+    (folder / "env.json").write_text(json.dumps(manifest))
+
+
+@pytest.fixture(scope="module")
+def generated_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    gen = _generator()
+    root = tmp_path_factory.mktemp("gen")
+    manifest = gen.mission_manifest(False, False, "2026-05-04T08:00:00+00:00")
+    start = datetime(2026, 5, 4, 9, 0, 0)
+    _write_run(root, "base", gen.mission_log(62.9, 0.7, seed=11, start=start), manifest)
+    _write_run(root, "slower5", gen.mission_log(62.9 * 0.95, 0.7, seed=12, start=start),
+               manifest)
+    _write_run(root, "noise", gen.mission_log(62.9, 0.7, seed=13, start=start), manifest)
+    tiny = gen.Log(gen.MISSION_ERA, start, gen.random.Random(5))
+    gen.startup(tiny, gen.base_args(gen.MISSION_MODEL, tp_size=8, ep_size=8,
+                                    mem_fraction_static=0.85, cuda_graph_max_bs=32),
+                "Qwen3MoeForCausalLM", tp=8)
+    gen.workload(tiny, requests=1, lines_per_req=3, tps=62.9, noise=0.7)
+    tiny2 = gen.Log(gen.MISSION_ERA, start, gen.random.Random(6))
+    gen.startup(tiny2, gen.base_args(gen.MISSION_MODEL, tp_size=8, ep_size=8,
+                                     mem_fraction_static=0.85, cuda_graph_max_bs=32),
+                "Qwen3MoeForCausalLM", tp=8)
+    gen.workload(tiny2, requests=1, lines_per_req=3, tps=50.0, noise=0.7)
+    profiled = gen.mission_log(62.9, 0.7, seed=14, start=start)
+    mid = len(profiled) // 2
+    profiled.insert(mid, "[2026-05-04 09:01:00 TP0 EP0] Profiling starts. Traces will be saved "
+                         "to: /tmp/prof (with profile id: 1764000000.0)")
+    profiled.insert(mid + 30, "[2026-05-04 09:01:30 TP0 EP0] Stop profiling...")
+    _write_run(root, "profiled", profiled, manifest)
+    _write_run(root, "tiny-a", tiny.lines, manifest)
+    _write_run(root, "tiny-b", tiny2.lines, manifest)
+    db = root / "g.duckdb"
+    assert not ingest_paths([root], db).failed
+    return db
+
+
+def test_generated_five_percent_regression(generated_db: Path) -> None:
+    code, out = cmp(generated_db, "--run", "base", "--run", "slower5")
+    assert code == 1
+    decode = next(m for m in out["comparisons"][0]["metrics"]
+                  if m["metric"] == "decode throughput")
+    assert decode["verdict"] == "regression"
+    assert decode["ratio"] == pytest.approx(0.95, abs=0.003)
+
+
+def test_same_distribution_is_no_change(generated_db: Path) -> None:
+    code, out = cmp(generated_db, "--run", "base", "--run", "noise")
+    assert code == 0
+    assert out["comparisons"][0]["verdict"] == "no significant change"
+
+
+def test_two_steady_samples_each_is_insufficient(generated_db: Path) -> None:
+    code, out = cmp(generated_db, "--run", "tiny-a", "--run", "tiny-b")
+    assert code == 4
+    decode = next(m for m in out["comparisons"][0]["metrics"]
+                  if m["metric"] == "decode throughput")
+    assert decode["n"] == [2, 2]
+    assert decode["detail"].startswith("insufficient data: need ≥ 4 samples per run")
+
+
+def test_profiled_run_is_not_compared_with_unprofiled(generated_db: Path) -> None:
+    code, out = cmp(generated_db, "--run", "base", "--run", "profiled")
+    assert code == 3
+    c = out["comparisons"][0]
+    assert c["profiled"] == {"base": False, "profiled": True}
+    assert "profiled ran with a profiler" in c["notes"][0]
+    code, out = cmp(generated_db, "--run", "base", "--run", "profiled", "--allow-profiled")
+    assert code == 0
+    excluded = out["comparisons"][0]["excluded_lines"]["profiled"]
+    assert excluded["inside a profiled interval"] > 0
+
+
+def test_configured_warmup_drops_lines(generated_db: Path) -> None:
+    _, plain = cmp(generated_db, "--run", "base", "--run", "noise")
+    _, warm = cmp(generated_db, "--run", "base", "--run", "noise", "--warmup-lines", "10")
+    n = next(m["n"] for m in plain["comparisons"][0]["metrics"]
+             if m["metric"] == "decode throughput")
+    n_warm = next(m["n"] for m in warm["comparisons"][0]["metrics"]
+                  if m["metric"] == "decode throughput")
+    assert n_warm == [n[0] - 10, n[1] - 10]
+
+
+def test_several_candidates_report_the_most_severe_exit(sample_db: Path) -> None:
+    code, out = cmp(sample_db, "--run", "baseline-untuned", "--run", "eagle3-untuned",
+                    "--run", "baseline-tuned")
+    assert code == 3
+    assert [c["exit_code"] for c in out["comparisons"]] == [0, 3]
+
+
+def test_markdown_output(sample_db: Path) -> None:
+    result = runner.invoke(app, ["compare", "--run", "baseline-untuned", "--run",
+                                 "eagle3-untuned", "--db", str(sample_db), "--format",
+                                 "markdown"])
+    assert result.stdout.startswith(
+        "### eagle3-untuned vs baseline-untuned: **improvement** (exit 0)")
+    assert "| decode throughput @ 1 running | 88 / 88 | 62.90 → 75.90 | 1.207 |" \
+        in result.stdout
+
+
+# ------------------------------------------------------------------- the statistics
+
+def test_attainability() -> None:
+    assert min_p_two_sided(3, 3) == pytest.approx(0.1)
+    assert min_p_two_sided(4, 4) == pytest.approx(2 / 70)
+    assert needed_per_run(0.05) == 4
+    assert needed_per_run(0.01) == 5
+
+
+def test_mann_whitney_finds_a_real_shift() -> None:
+    rng = np.random.default_rng(1)
+    a = rng.normal(100, 2, 40)
+    b = rng.normal(92, 2, 40)
+    t = compare_samples(a, b, higher_is_better=True)
+    assert t.verdict == "regression"
+    assert t.p_value is not None and t.p_value < 1e-6
+    assert t.ci_high is not None and t.ci_high < 0.97
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_pure_noise_is_no_change(seed: int) -> None:
+    rng = np.random.default_rng(100 + seed)
+    t = compare_samples(rng.normal(100, 5, 30), rng.normal(100, 5, 30),
+                        higher_is_better=True)
+    assert t.verdict == "no significant change"
+
+
+def test_significant_but_small_is_no_change() -> None:
+    rng = np.random.default_rng(7)
+    t = compare_samples(rng.normal(100, 0.2, 200), rng.normal(101, 0.2, 200),
+                        higher_is_better=True)
+    assert t.p_value is not None and t.p_value < 1e-10
+    assert t.verdict == "no significant change"  # +1% is inside δ = 3%
+
+
+def test_latency_direction() -> None:
+    rng = np.random.default_rng(3)
+    t = compare_samples(rng.normal(10, 0.3, 50), rng.normal(12, 0.3, 50),
+                        higher_is_better=False)
+    assert t.verdict == "regression"
+
+
+def test_bootstrap_is_deterministic() -> None:
+    rng = np.random.default_rng(9)
+    a, b = rng.normal(50, 3, 25), rng.normal(56, 3, 25)
+    first = compare_samples(a, b, higher_is_better=True)
+    second = compare_samples(a, b, higher_is_better=True)
+    assert (first.ci_low, first.ci_high) == (second.ci_low, second.ci_high)
+
+
+def test_accept_rate_definitions() -> None:
+    assert accept_rate_definition("0.5.6", None) == "accepted / (steps + 1)"
+    assert accept_rate_definition("0.5.10", None) == "accepted / num_draft_tokens"
+    assert accept_rate_definition("0.5.23", None).startswith("(accept_len − 1)")
+    assert accept_rate_definition(None, span("0.5.11", "0.5.12")).startswith("(accept_len")
+    assert accept_rate_definition(None, span("0.5.9", "0.5.11")).startswith("ambiguous")
