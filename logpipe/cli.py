@@ -240,6 +240,39 @@ def compare(
 
 
 @app.command()
+def check(
+    suite: Annotated[list[str] | None, typer.Option(
+        "--suite", help="Run only these suites (repeatable): data_quality, pairing, "
+                        "regressions, or a name from --suite-file.")] = None,
+    suite_file: Annotated[list[Path] | None, typer.Option(
+        "--suite-file", help="Your own suite (TOML, same format as schemas/checks/).")] = None,
+    db: DbOption = DEFAULT_DB,
+    fmt: Annotated[str, typer.Option("--format", help="text, markdown or json.")] = "text",
+    junit: Annotated[Path | None, typer.Option(help="Also write JUnit XML here.")] = None,
+) -> None:
+    """Validate the database with great-expectations suites.
+
+    Data quality, pairing (every speculative run has a same-environment baseline) and
+    regressions.  One line per expectation with its failing rows.  Exit 0 all pass
+    (warnings allowed), 1 a check failed, 2 error.
+    """
+    from logpipe.checks import load_suites, run_checks
+    from logpipe.report import check_json, check_junit, check_markdown, check_text
+
+    if fmt not in ("text", "markdown", "json"):
+        _fail(LogpipeError(f"unknown format {fmt!r}", hint="use one of: text, markdown, json"))
+    try:
+        report = run_checks(db, load_suites(suite, suite_file))
+    except LogpipeError as exc:
+        _fail(exc)
+    render = {"text": check_text, "markdown": check_markdown, "json": check_json}[fmt]
+    typer.echo(render(report), nl=False)
+    if junit is not None:
+        junit.write_text(check_junit(report))
+    raise typer.Exit(report.exit_code)
+
+
+@app.command()
 def runs(
     db: DbOption = DEFAULT_DB,
     fmt: Annotated[str, typer.Option("--format", help="table, csv, json or jsonl.")] = "table",
@@ -287,6 +320,14 @@ def main() -> None:
     except LogpipeError as exc:  # raised outside a command's own handler
         err.print(f"Error: {exc}", markup=False, soft_wrap=True)
         sys.exit(exc.exit_code)
+    except Exception as exc:  # a bug: exit 2 (error), never 1 (which means regression)
+        if _state["debug"]:
+            raise
+        err.print(f"Error: internal error: {type(exc).__name__}: {exc}", markup=False,
+                  soft_wrap=True)
+        err.print("Hint: rerun with --debug for the traceback, and please report it",
+                  markup=False, soft_wrap=True)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -97,3 +97,85 @@ SELECT r.run_id, r.name, r.model, r.tp_size, r.dp_size, r.ep_size, r.pp_size,
                                                  AND s.state = 'steady')) AS strata
 FROM runs r LEFT JOIN batch_states s USING (run_id)
 GROUP BY ALL;
+
+-- Every (speculative run, baseline run) of the same model, with what keeps them apart.
+-- differing_keys: identity keys whose values differ (or are set in only one run).
+CREATE OR REPLACE VIEW run_pairs AS
+WITH spec AS (
+    SELECT r.*, s.strata FROM runs r JOIN run_summary s USING (run_id)
+    WHERE r.role = 'speculative'
+),
+base AS (
+    SELECT r.*, s.strata FROM runs r JOIN run_summary s USING (run_id)
+    WHERE r.role = 'baseline'
+),
+cand AS (
+    SELECT s.run_id AS spec_run_id, b.run_id AS baseline_run_id
+    FROM spec s JOIN base b ON s.model IS NOT DISTINCT FROM b.model
+),
+ident AS (SELECT run_id, key, value FROM run_env WHERE tier = 'identity'),
+keys AS (
+    SELECT DISTINCT c.spec_run_id, c.baseline_run_id, i.key
+    FROM cand c JOIN ident i ON i.run_id = c.spec_run_id OR i.run_id = c.baseline_run_id
+),
+diffs AS (
+    SELECT k.spec_run_id, k.baseline_run_id,
+           list(k.key ORDER BY k.key) FILTER (WHERE si.value IS DISTINCT FROM bi.value)
+             AS differing_keys
+    FROM keys k
+    LEFT JOIN ident si ON si.run_id = k.spec_run_id AND si.key = k.key
+    LEFT JOIN ident bi ON bi.run_id = k.baseline_run_id AND bi.key = k.key
+    GROUP BY ALL
+)
+SELECT s.run_id AS spec_run_id, s.name AS spec_name, b.run_id AS baseline_run_id,
+       b.name AS baseline_name, s.env_complete AS spec_env_complete,
+       b.env_complete AS baseline_env_complete,
+       s.env_fingerprint = b.env_fingerprint AS same_fingerprint,
+       coalesce(d.differing_keys, []) AS differing_keys,
+       len(coalesce(d.differing_keys, [])) AS n_differing,
+       list_has_any(coalesce(s.strata, []), coalesce(b.strata, [])) AS workload_overlap,
+       b.profiled AS baseline_profiled
+FROM cand c
+JOIN spec s ON s.run_id = c.spec_run_id
+JOIN base b ON b.run_id = c.baseline_run_id
+LEFT JOIN diffs d ON d.spec_run_id = c.spec_run_id AND d.baseline_run_id = c.baseline_run_id;
+
+-- One row per speculative run: is it paired with a same-environment baseline?
+--   status: paired | unpaired | unknown environment
+--   baselines: the matching baselines (paired), else the nearest ones
+--   nearest_differences: e.g. "baseline-tuned differs only in NCCL_ALGO, NCCL_PROTO"
+CREATE OR REPLACE VIEW spec_pairing AS
+WITH ok AS (
+    SELECT * FROM run_pairs
+    WHERE spec_env_complete AND baseline_env_complete AND same_fingerprint
+      AND workload_overlap AND NOT coalesce(baseline_profiled, false)
+),
+near AS (
+    SELECT spec_run_id, baseline_name, n_differing, differing_keys,
+           rank() OVER (PARTITION BY spec_run_id ORDER BY n_differing) AS rk
+    FROM run_pairs
+    WHERE baseline_env_complete AND NOT coalesce(baseline_profiled, false)
+)
+SELECT r.run_id, r.name, r.spec_algorithm, r.env_complete,
+       CASE
+         WHEN NOT r.env_complete THEN 'unknown environment'
+         WHEN EXISTS (SELECT 1 FROM ok WHERE ok.spec_run_id = r.run_id) THEN 'paired'
+         ELSE 'unpaired'
+       END AS status,
+       CASE
+         WHEN EXISTS (SELECT 1 FROM ok WHERE ok.spec_run_id = r.run_id)
+           THEN (SELECT list(baseline_name ORDER BY baseline_name) FROM ok
+                 WHERE ok.spec_run_id = r.run_id)
+         ELSE (SELECT list(baseline_name ORDER BY baseline_name) FROM near
+               WHERE near.spec_run_id = r.run_id AND rk = 1)
+       END AS baselines,
+       CASE WHEN r.env_complete
+                 AND NOT EXISTS (SELECT 1 FROM ok WHERE ok.spec_run_id = r.run_id) THEN
+       (SELECT string_agg('baseline ' || baseline_name || CASE WHEN n_differing = 0
+                THEN ' matches the environment but not the workload (concurrency strata)'
+                ELSE ' differs only in ' || array_to_string(differing_keys, ', ') END, '; '
+                ORDER BY baseline_name)
+        FROM near WHERE near.spec_run_id = r.run_id AND rk = 1)
+       END AS nearest_differences
+FROM runs r
+WHERE r.role = 'speculative';

@@ -367,13 +367,25 @@ ERAS: dict[str, Era] = {
 }
 
 
+SPEC_ERAS = ("0.4.5", "0.5.5")
+
+
 def era_log(version: str, seed: int) -> list[str]:
+    """One launch of ``version``; for :data:`SPEC_ERAS` a baseline launch followed by an
+    EAGLE launch of the same server in the same log (one manifest covers both)."""
     era = ERAS[version]
-    rng = random.Random(seed)
     start = datetime(2026, 3, 1, 23, 59, 10) if era.stamp == "time" else \
         datetime(2026, 3, 1, 10, 0, 0, 120000)
+    if version not in SPEC_ERAS:
+        return era_run(version, seed, start, spec=False)
+    first = era_run(version, seed, start, spec=False)
+    return first + era_run(version, seed + 50, start + timedelta(minutes=5), spec=True)
+
+
+def era_run(version: str, seed: int, start: datetime, spec: bool) -> list[str]:
+    era = ERAS[version]
+    rng = random.Random(seed)
     log = Log(era, start, rng)
-    spec = version in ("0.4.5", "0.5.5")
     over: dict[str, Any] = {}
     if spec:
         over = dict(speculative_algorithm="EAGLE", speculative_draft_model_path="draft/eagle",
@@ -387,7 +399,7 @@ def era_log(version: str, seed: int) -> list[str]:
     if version == "0.2.15":
         log.prefill(new_token=40, cached=600, running=1, queue=0, usage=0.0, tput=0.0,
                     mixed=True, hit=93.75)
-    workload(log, requests=4, lines_per_req=6, tps=80.0, noise=2.0,
+    workload(log, requests=4, lines_per_req=6, tps=150.0 if spec else 80.0, noise=2.0,
              accept=(2.4, 0.1) if spec else None)
     if version == "0.4.7":
         log.s("Scheduler hit an exception: Traceback (most recent call last):")
@@ -400,6 +412,20 @@ def era_log(version: str, seed: int) -> list[str]:
     return log.lines
 
 
+def era_manifest(version: str) -> dict[str, Any]:
+    """A manifest for an era sample: one GPU, that SGLang release."""
+    return {
+        "logpipe_manifest": 1,
+        "captured_at": "2026-03-01T09:58:00+00:00",
+        "env": {"CUDA_VISIBLE_DEVICES": "0"},
+        "gpu": {"available": True, "cuda_version": "12.4",
+                "devices": [{"name": "NVIDIA H100 80GB HBM3", "memory_mib": 81559,
+                             "driver": "550.90.07", "uuid": "GPU-0d7f3b2e"}]},
+        "packages": {"sglang": version, "torch": "2.5.1"},
+        "host": {"name": "dev-box-3"},
+    }
+
+
 # ------------------------------------------------------------------------ mission
 
 MISSION_MODEL = "Qwen/Qwen3-235B-A22B-Instruct-2507"
@@ -409,19 +435,20 @@ MISSION_ERA = Era("0.5.12", ranks=" TP0 EP0", head=", ", graph_label="cuda graph
 
 
 def mission_log(tps: float, noise: float, seed: int, start: datetime,
-                accept: tuple[float, float] | None = None) -> list[str]:
+                accept: tuple[float, float] | None = None,
+                model: str = MISSION_MODEL) -> list[str]:
     rng = random.Random(seed)
     log = Log(MISSION_ERA, start, rng)
     over: dict[str, Any] = dict(tp_size=8, ep_size=8, mem_fraction_static=0.85,
                                 cuda_graph_max_bs=32)
     if accept:
         over.update(speculative_algorithm="EAGLE3",
-                    speculative_draft_model_path="lmsys/Qwen3-235B-A22B-EAGLE3",
+                    speculative_draft_model_path=draft_of(model),
                     speculative_num_steps=2, speculative_eagle_topk=1,
                     speculative_num_draft_tokens=3, max_running_requests=48)
         log.raw("Max running requests is reset to 48 for speculative decoding. You can override "
                 "this by explicitly setting --max-running-requests.")
-    startup(log, base_args(MISSION_MODEL, **over), "Qwen3MoeForCausalLM", tp=8,
+    startup(log, base_args(model, **over), "Qwen3MoeForCausalLM", tp=8,
             spec=accept is not None)
     workload(log, requests=8, lines_per_req=12, tps=tps, noise=noise, accept=accept)
     shutdown(log)
@@ -431,25 +458,30 @@ def mission_log(tps: float, noise: float, seed: int, start: datetime,
 TUNED_NCCL = {"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring", "NCCL_P2P_LEVEL": "SYS"}
 
 
-def mission_manifest(tuned: bool, spec: bool, captured_at: str) -> dict[str, Any]:
+def draft_of(model: str) -> str:
+    return "lmsys/" + model.split("/")[-1].replace("-Instruct-2507", "") + "-EAGLE3"
+
+
+def mission_manifest(tuned: bool, spec: bool, captured_at: str,
+                     model: str = MISSION_MODEL) -> dict[str, Any]:
     """What `logpipe env capture` records on the GPU host before each launch."""
     env = {"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7", "NCCL_DEBUG": "INFO",
            "NCCL_IB_DISABLE": "1", "SGLANG_ENABLE_JIT_DEEPGEMM": "1",
            "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "HF_TOKEN": "<redacted>"}
     if tuned:
         env.update(TUNED_NCCL)
-    command = ["python", "-m", "sglang.launch_server", "--model-path", MISSION_MODEL,
+    command = ["python", "-m", "sglang.launch_server", "--model-path", model,
                "--tp", "8", "--ep-size", "8", "--mem-fraction-static", "0.85",
                "--cuda-graph-max-bs", "32", "--host", "127.0.0.1", "--port", "30000"]
-    launch = {"model_path": MISSION_MODEL, "tp_size": "8", "ep_size": "8",
+    launch = {"model_path": model, "tp_size": "8", "ep_size": "8",
               "mem_fraction_static": "0.85", "cuda_graph_max_bs": "32", "host": "127.0.0.1",
               "port": "30000"}
     if spec:
         command += ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path",
-                    "lmsys/Qwen3-235B-A22B-EAGLE3", "--speculative-num-steps", "2",
+                    draft_of(model), "--speculative-num-steps", "2",
                     "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "3"]
         launch.update(speculative_algorithm="EAGLE3",
-                      speculative_draft_model_path="lmsys/Qwen3-235B-A22B-EAGLE3",
+                      speculative_draft_model_path=draft_of(model),
                       speculative_num_steps="2", speculative_eagle_topk="1",
                       speculative_num_draft_tokens="3")
     device = {"name": "NVIDIA H200", "memory_mib": 143771, "driver": "570.133.20"}
@@ -549,6 +581,9 @@ def generate(out: Path) -> list[Path]:
 
     for i, version in enumerate(ERAS):
         put(f"eras/v{version}.log", era_log(version, seed=100 + i))
+    for version in SPEC_ERAS:
+        files[f"eras/v{version}.log.env.json"] = (
+            json.dumps(era_manifest(version), indent=2) + "\n").encode()
     put("mission/baseline-untuned/server.log",
         mission_log(62.9, 0.7, seed=1, start=datetime(2026, 5, 4, 9, 0, 0)))
     put("mission/baseline-tuned/server.log",
@@ -561,16 +596,28 @@ def generate(out: Path) -> list[Path]:
                                  ("eagle3-untuned", False, True, "2026-05-04T12:58:40+00:00")):
         files[f"mission/{run}/env.json"] = (
             json.dumps(mission_manifest(tuned, spec, at), indent=2) + "\n").encode()
+    # the mission's trap on a second model: its only baseline was measured tuned
+    small = "Qwen/Qwen3-30B-A3B-Instruct-2507"
+    put("unpaired/qwen3-30b-baseline-tuned/server.log",
+        mission_log(140.0, 1.5, seed=21, start=datetime(2026, 5, 5, 9, 0, 0), model=small))
+    put("unpaired/qwen3-30b-eagle3-untuned/server.log",
+        mission_log(160.0, 2.0, seed=22, start=datetime(2026, 5, 5, 11, 0, 0),
+                    accept=(2.3, 0.08), model=small))
+    for run, tuned, spec, at in (
+            ("qwen3-30b-baseline-tuned", True, False, "2026-05-05T08:58:40+00:00"),
+            ("qwen3-30b-eagle3-untuned", False, True, "2026-05-05T10:58:40+00:00")):
+        files[f"unpaired/{run}/env.json"] = (
+            json.dumps(mission_manifest(tuned, spec, at, model=small), indent=2)
+            + "\n").encode()
     for style in WRAPPERS:
         put(f"wrappers/{style}.log", wrapped(style))
     restarts = era_log("0.4.7", seed=300)[:-1] + era_log("0.4.7", seed=301)
     put("restarts/server.log", restarts)
-    damaged = era_log("0.5.5", seed=400)[:40]
-    damaged.insert(30, "[2026-03-01 10:01:02 TP0] Decode batch [9999], #running-req: 1O, "
+    damaged = era_log("0.4.7", seed=400)[:40]
+    damaged.insert(30, "[2026-03-01 10:01:02] Decode batch. #running-req: 1O, "
                        "#token: 900, token usage: 0.00, cuda graph: True, "
-                       "gen throughput (token/s): 80.10, #queue-req: 0, ")
-    damaged.insert(31, "[2026-03-01 10:01:03 TP0] Decode batch [10039], #running-req 1, "
-                       "#token: 940")
+                       "gen throughput (token/s): 80.10, #queue-req: 0")
+    damaged.insert(31, "[2026-03-01 10:01:03] Decode batch. #running-req 1, #token: 940")
     files["damaged/server.log"] = ("\n".join(damaged[:33]) + "\n").encode() + \
         b"\xff\xfe\x00binary\x00junk\n" + ("\n".join(damaged[33:]) + "\n").encode()
     written = []

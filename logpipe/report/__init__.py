@@ -273,3 +273,83 @@ def comparison_markdown(c: Any) -> str:
     lines += [f"- {x}" for x in _speculation_lines(c)]
     lines += [f"- {n}" for n in c.notes]
     return "\n".join(lines).rstrip() + "\n"
+
+
+# --------------------------------------------------------------------------- checks
+
+def _row_text(row: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={_v(v)}" for k, v in row.items())
+
+
+def check_text(report: Any) -> str:
+    """One line per expectation, then its failing rows."""
+    lines = []
+    for r in report.results:
+        c = r.check
+        lines.append(f"{r.status:5} {c.suite}: {c.name}"
+                     + (f" ({r.evaluated} row(s))" if not r.error else ""))
+        if r.error:
+            lines.append(f"      error: {r.error}")
+        for row in r.failing[:20]:
+            lines.append(f"      - {_row_text(row)}")
+        if len(r.failing) > 20:
+            lines.append(f"      ... {len(r.failing) - 20} more")
+    counts = {s: sum(1 for r in report.results if r.status == s)
+              for s in ("PASS", "FAIL", "WARN", "ERROR")}
+    lines.append(", ".join(f"{n} {s.lower()}" for s, n in counts.items() if n or s == "FAIL")
+                 + f" (exit {report.exit_code})")
+    return "\n".join(lines) + "\n"
+
+
+def check_json(report: Any) -> str:
+    return json.dumps({
+        "exit_code": report.exit_code,
+        "results": [{
+            "suite": r.check.suite, "check": r.check.name, "status": r.status,
+            "severity": r.check.severity, "expectation": r.check.expectation,
+            "kwargs": r.check.kwargs, "evaluated_rows": r.evaluated, "failing_rows": r.failing,
+            "error": r.error,
+        } for r in report.results],
+    }, indent=2, default=str) + "\n"
+
+
+def check_markdown(report: Any) -> str:
+    icon = {"PASS": "✅", "FAIL": "❌", "WARN": "⚠️", "ERROR": "💥"}
+    lines = [f"### logpipe check: exit {report.exit_code}", "",
+             "| | suite | check | failing rows |", "|---|---|---|---|"]
+    for r in report.results:
+        failing = "<br>".join(_row_text(row).replace("|", "\\|") for row in r.failing[:10])
+        if r.error:
+            failing = r.error.replace("|", "\\|")
+        lines.append(f"| {icon[r.status]} | {r.check.suite} | {r.check.name} | {failing} |")
+    return "\n".join(lines) + "\n"
+
+
+def check_junit(report: Any) -> str:
+    """JUnit XML: a testsuite per suite, a testcase per check."""
+    from xml.sax.saxutils import escape, quoteattr
+
+    suites: dict[str, list[Any]] = {}
+    for r in report.results:
+        suites.setdefault(r.check.suite, []).append(r)
+    out = ['<?xml version="1.0" encoding="UTF-8"?>', "<testsuites>"]
+    for name, results in suites.items():
+        fails = sum(1 for r in results if r.status == "FAIL")
+        errors = sum(1 for r in results if r.status == "ERROR")
+        out.append(f"  <testsuite name={quoteattr(name)} tests=\"{len(results)}\" "
+                   f"failures=\"{fails}\" errors=\"{errors}\">")
+        for r in results:
+            out.append(f"    <testcase classname={quoteattr('logpipe.' + name)} "
+                       f"name={quoteattr(r.check.name)}>")
+            body = escape("\n".join(_row_text(row) for row in r.failing))
+            if r.status == "FAIL":
+                out.append(f"      <failure message={quoteattr(r.check.expectation)}>{body}"
+                           "</failure>")
+            elif r.status == "ERROR":
+                out.append(f"      <error message={quoteattr(r.error or '')}/>")
+            elif r.status == "WARN":
+                out.append(f"      <system-out>warning: {body}</system-out>")
+            out.append("    </testcase>")
+        out.append("  </testsuite>")
+    out.append("</testsuites>")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,122 @@
+"""Change points in a history of per-run numbers (E-Divisive means, Student's t-test).
+
+The method of Apache Otava (Fleming et al., ICPE'23), written for numpy/scipy: split a
+series where the energy-distance statistic between the two sides is largest, keep the
+split when a two-sample t-test between the sides is significant (a first pass at a looser
+level), recurse into both sides, then merge: repeatedly drop the weakest change point while
+its p-value (re-tested between its neighbours) is above the final level or its magnitude
+is below a floor.  Deterministic: no permutations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as sps
+
+
+@dataclass
+class ChangePoint:
+    index: int
+    """First point of the new regime."""
+    p_value: float
+    mean_before: float
+    mean_after: float
+
+    @property
+    def magnitude(self) -> float:
+        """Relative change of the mean: after / before − 1."""
+        return self.mean_after / self.mean_before - 1 if self.mean_before else float("inf")
+
+
+def _energy_split(x: np.ndarray, min_size: int) -> int | None:
+    n = len(x)
+    if n < 2 * min_size:
+        return None
+    d = np.abs(x[:, None] - x[None, :])
+    best, best_k = -np.inf, None
+    for k in range(min_size, n - min_size + 1):
+        a, b = d[:k, :k], d[k:, k:]
+        cross = d[:k, k:].mean()
+        within_a = a.sum() / (k * k)
+        within_b = b.sum() / ((n - k) ** 2)
+        q = k * (n - k) / n * (2 * cross - within_a - within_b)
+        if q > best:
+            best, best_k = q, k
+    return best_k
+
+
+def _t_p(a: np.ndarray, b: np.ndarray) -> float:
+    if len(a) < 2 or len(b) < 2:
+        return 1.0
+    if np.std(a) == 0 and np.std(b) == 0:
+        return 0.0 if a.mean() != b.mean() else 1.0
+    return float(sps.ttest_ind(a, b, equal_var=False).pvalue)
+
+
+def change_points(values: list[float] | np.ndarray, *, p_value: float = 0.001,
+                  min_magnitude: float = 0.0, min_size: int = 3) -> list[ChangePoint]:
+    """Change points of ``values`` (in order), weakest dropped until all are significant."""
+    x = np.asarray(values, dtype=float)
+    found: set[int] = set()
+
+    def split(lo: int, hi: int) -> None:
+        k = _energy_split(x[lo:hi], min_size)
+        if k is None:
+            return
+        if _t_p(x[lo:lo + k], x[lo + k:hi]) < p_value * 10:
+            found.add(lo + k)
+            split(lo, lo + k)
+            split(lo + k, hi)
+
+    split(0, len(x))
+    points = sorted(found)
+    while points:
+        bounds = [0, *points, len(x)]
+        scored = []
+        for i, cp in enumerate(points):
+            before, after = x[bounds[i]:cp], x[cp:bounds[i + 2]]
+            p = _t_p(before, after)
+            mag = abs(after.mean() / before.mean() - 1) if before.mean() else np.inf
+            scored.append((p, -mag, cp))
+        worst = max(scored)
+        p, neg_mag, cp = worst
+        if p >= p_value or -neg_mag < min_magnitude:
+            points.remove(cp)
+            continue
+        break
+    bounds = [0, *points, len(x)]
+    out = []
+    for i, cp in enumerate(points):
+        before, after = x[bounds[i]:cp], x[cp:bounds[i + 2]]
+        out.append(ChangePoint(cp, _t_p(before, after), float(before.mean()),
+                               float(after.mean())))
+    return out
+
+
+@dataclass
+class HistoryVerdict:
+    status: str  # regression | ok | insufficient data
+    detail: str
+    points: list[ChangePoint]
+
+
+def judge_history(values: list[float], *, threshold: float = 0.03, min_points: int = 6,
+                  p_value: float = 0.001) -> HistoryVerdict:
+    """Regression when the latest ≥ 2 points sit after the last change point and its mean
+    is lower than the mean before it by more than ``threshold`` (higher is better)."""
+    if len(values) < min_points:
+        return HistoryVerdict("insufficient data",
+                              f"{len(values)} run(s); need ≥ {min_points} for change points", [])
+    points = change_points(values, p_value=p_value, min_magnitude=threshold)
+    if not points:
+        return HistoryVerdict("ok", "no change point", [])
+    last = points[-1]
+    after = len(values) - last.index
+    if after >= 2 and last.magnitude < -threshold:
+        return HistoryVerdict("regression", f"{last.magnitude * 100:+.1f}% at run #{last.index + 1}"
+                              f" (p = {last.p_value:.2g}), holding for the last {after} runs",
+                              points)
+    return HistoryVerdict("ok", f"last change {last.magnitude * 100:+.1f}% at run "
+                          f"#{last.index + 1}", points)

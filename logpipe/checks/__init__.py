@@ -1,0 +1,227 @@
+"""`logpipe check`: suites of expectations over the database, validated by
+great-expectations.
+
+A suite is a TOML file (built-ins in ``schemas/checks/``; users add their own files).  Each
+check names a frame — a SQL ``query`` aggregated in DuckDB, or a ``frame`` computed by the
+library (:mod:`logpipe.checks.frames`) — a great-expectations expectation with its
+``kwargs``, the ``rows`` columns that identify a failing row and the ``show`` columns to
+print with it.  ``:name`` in queries and string kwargs is replaced by the suite's
+``[params]``.  A check of ``severity = "warning"`` is reported but does not fail the run.
+
+great-expectations is imported lazily (it costs seconds), only when checks run, and frames
+are small (per run, per source, per pair): never millions of raw rows.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from logpipe.errors import InputError, LogpipeError
+from logpipe.store import Store, schemas_dir
+
+SEVERITIES = ("error", "warning")
+
+
+@dataclass
+class Check:
+    suite: str
+    name: str
+    expectation: str
+    kwargs: dict[str, Any]
+    query: str | None = None
+    frame: str | None = None
+    rows: list[str] = field(default_factory=list)
+    show: list[str] = field(default_factory=list)
+    severity: str = "error"
+    description: str | None = None
+
+
+@dataclass
+class Suite:
+    name: str
+    description: str
+    path: str
+    params: dict[str, Any]
+    checks: list[Check]
+
+
+@dataclass
+class CheckResult:
+    check: Check
+    success: bool
+    failing: list[dict[str, Any]]
+    evaluated: int
+    error: str | None = None
+
+    @property
+    def status(self) -> str:
+        if self.error:
+            return "ERROR"
+        if self.success:
+            return "PASS"
+        return "WARN" if self.check.severity == "warning" else "FAIL"
+
+
+@dataclass
+class CheckReport:
+    results: list[CheckResult]
+
+    @property
+    def exit_code(self) -> int:
+        if any(r.error for r in self.results):
+            return 2
+        return 1 if any(r.status == "FAIL" for r in self.results) else 0
+
+
+def _camel(name: str) -> str:
+    if name[:1].isupper():
+        return name
+    return "".join(part.capitalize() for part in name.split("_"))
+
+
+def _substitute(value: Any, params: dict[str, Any]) -> Any:
+    if isinstance(value, str):
+        m = re.fullmatch(r":(\w+)", value)
+        if m and m.group(1) in params:
+            return params[m.group(1)]
+        return re.sub(r":(\w+)", lambda x: str(params.get(x.group(1), x.group(0))), value)
+    if isinstance(value, list):
+        return [_substitute(v, params) for v in value]
+    return value
+
+
+def load_suite(path: Path) -> Suite:
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read suite: {exc}", path=path) from exc
+    except tomllib.TOMLDecodeError as exc:
+        line = getattr(exc, "lineno", None)
+        raise InputError(f"suite is not valid TOML: {exc}", path=path, line=line) from exc
+    name = str(data.get("name") or path.stem)
+    params = dict(data.get("params", {}))
+    checks = []
+    for i, raw in enumerate(data.get("checks", []), 1):
+        where = f"check #{i}"
+        if "expectation" not in raw or not ("query" in raw or "frame" in raw):
+            raise InputError(f"{where} needs an expectation and a query or a frame", path=path,
+                             hint="see schemas/checks/data_quality.toml for the format")
+        severity = raw.get("severity", "error")
+        if severity not in SEVERITIES:
+            raise InputError(f"{where}: unknown severity {severity!r}", path=path,
+                             hint="use error or warning")
+        checks.append(Check(
+            suite=name,
+            name=_substitute(str(raw.get("name", where)), params),
+            expectation=str(raw["expectation"]),
+            kwargs={k: _substitute(v, params) for k, v in raw.get("kwargs", {}).items()},
+            query=_substitute(raw["query"], params) if "query" in raw else None,
+            frame=raw.get("frame"),
+            rows=list(raw.get("rows", [])),
+            show=list(raw.get("show", [])),
+            severity=severity,
+            description=raw.get("description"),
+        ))
+    return Suite(name, str(data.get("description", "")), str(path), params, checks)
+
+
+def builtin_suite_files() -> list[Path]:
+    return sorted((schemas_dir() / "checks").glob("*.toml"))
+
+
+def load_suites(names: list[str] | None = None, files: list[Path] | None = None) -> list[Suite]:
+    """Built-in suites plus ``files``; ``names`` selects by name (all when empty)."""
+    suites = [load_suite(p) for p in builtin_suite_files()]
+    suites += [load_suite(p) for p in files or []]
+    if names:
+        known = {s.name for s in suites}
+        missing = [n for n in names if n not in known]
+        if missing:
+            raise LogpipeError(f"unknown suite(s): {', '.join(missing)}",
+                               hint="suites: " + ", ".join(sorted(known)))
+        suites = [s for s in suites if s.name in names]
+    return suites
+
+
+class _Validator:
+    """One ephemeral great-expectations context for a whole `logpipe check`."""
+
+    def __init__(self) -> None:
+        os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+        import great_expectations as gx
+        from great_expectations.data_context.types.base import ProgressBarsConfig
+
+        self.gx = gx
+        self.context = gx.get_context(mode="ephemeral")
+        self.context.variables.progress_bars = ProgressBarsConfig(globally=False)
+        self.source = self.context.data_sources.add_pandas("logpipe")
+        self.n = 0
+
+    def validate(self, frame: Any, check: Check) -> tuple[bool, list[int]]:
+        self.n += 1
+        asset = self.source.add_dataframe_asset(f"frame_{self.n}")
+        batch = asset.add_batch_definition_whole_dataframe("all").get_batch(
+            batch_parameters={"dataframe": frame})
+        cls = getattr(self.gx.expectations, _camel(check.expectation), None)
+        if cls is None:
+            raise LogpipeError(f"unknown expectation {check.expectation!r}",
+                               hint="use a great-expectations 1.x expectation name")
+        result = batch.validate(cls(**check.kwargs), result_format="COMPLETE")
+        index = result.result.get("unexpected_index_list") or []
+        return bool(result.success), [i for i in index if isinstance(i, int)]
+
+
+def run_checks(db: str | Path, suites: list[Suite], options: Any = None) -> CheckReport:
+    """Evaluate every check of ``suites`` against the database ``db``."""
+    from logpipe.checks.frames import FRAMES
+
+    validator = _Validator()
+    results: list[CheckResult] = []
+    with Store.open(db, read_only=True) as store:
+        for suite in suites:
+            for check in suite.checks:
+                try:
+                    if check.query is not None:
+                        frame = store.con.sql(check.query).df()
+                    else:
+                        make = FRAMES.get(str(check.frame))
+                        if make is None:
+                            raise LogpipeError(f"unknown frame {check.frame!r}",
+                                               hint="frames: " + ", ".join(sorted(FRAMES)))
+                        frame = make(store, suite.params).to_pandas()
+                    success, index = validator.validate(frame, check)
+                except LogpipeError as exc:
+                    results.append(CheckResult(check, False, [], 0, error=str(exc)))
+                    continue
+                except Exception as exc:  # noqa: BLE001 - a broken user check is reported
+                    results.append(CheckResult(check, False, [], 0,
+                                               error=f"{type(exc).__name__}: {exc}"))
+                    continue
+                cols = [c for c in [*check.rows, *check.show] if c in frame.columns]
+                failing = [
+                    {c: _plain(frame.iloc[i][c]) for c in cols}
+                    for i in index if 0 <= i < len(frame)
+                ]
+                results.append(CheckResult(check, success, failing, len(frame)))
+    return CheckReport(results)
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "item"):
+        try:
+            return value.item()
+        except (ValueError, AttributeError):
+            pass
+    try:
+        import pandas as pd
+
+        if pd.isna(value) is True:
+            return None
+    except (TypeError, ValueError):  # lists and other non-scalars
+        pass
+    return value

@@ -1,0 +1,128 @@
+"""Frames computed by the library for checks that SQL alone cannot express.
+
+Each takes the open store and the suite's params and returns a small polars frame.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import polars as pl
+
+from logpipe.changepoints import change_points, judge_history
+from logpipe.compare import Options, compare_runs, load_run
+from logpipe.store import Store
+
+Frame = Callable[[Store, dict[str, Any]], pl.DataFrame]
+
+
+def speculation_vs_baseline(store: Store, params: dict[str, Any]) -> pl.DataFrame:
+    """Each paired speculative run against each of its same-environment baselines, judged
+    by `compare`'s rule."""
+    options = Options(threshold=float(params.get("threshold", 0.03)))
+    rows = []
+    pairs = store.all("SELECT name, unnest(baselines) FROM spec_pairing WHERE status = 'paired'")
+    for spec_name, base_name in pairs:
+        base = load_run(store, base_name)
+        spec = load_run(store, spec_name)
+        c = compare_runs(base, spec, options)
+        decode = [m for m in c.metrics if m.name == "decode throughput"]
+        detail = "; ".join(f"@{m.stratum} running: {m.test.detail}" for m in decode)
+        speedup = (c.speculation or {}).get("speedup")
+        rows.append({"spec_run": spec_name, "baseline_run": base_name, "verdict": c.verdict,
+                     "speedup": round(speedup, 4) if speedup is not None else None,
+                     "detail": detail or "; ".join(c.notes)})
+    return pl.DataFrame(rows, schema={"spec_run": pl.String, "baseline_run": pl.String,
+                                      "verdict": pl.String, "speedup": pl.Float64,
+                                      "detail": pl.String})
+
+
+_SERIES_SQL = """
+SELECT s.name, s.started_at, s.env_fingerprint, s.model, s.tp_size, s.dp_size, s.ep_size,
+       s.pp_size, coalesce(s.spec_algorithm, 'baseline') AS spec,
+       r.spec_num_steps, r.spec_eagle_topk, r.spec_num_draft_tokens,
+       s.steady_gen_throughput AS tps, list_max(s.strata) AS stratum
+FROM run_summary s JOIN runs r USING (run_id)
+WHERE s.env_complete AND NOT coalesce(s.profiled, false)
+  AND s.steady_gen_throughput IS NOT NULL AND s.started_at IS NOT NULL
+ORDER BY s.started_at, s.name
+"""
+
+
+def _series(store: Store, keys: list[str]) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
+    cur = store.con.execute(_SERIES_SQL)
+    names = [d[0] for d in cur.description]
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for row in cur.fetchall():
+        rec = dict(zip(names, row, strict=True))
+        groups.setdefault(tuple(rec[k] for k in keys), []).append(rec)
+    return groups
+
+
+def _label(rec: dict[str, Any], with_fp: bool) -> str:
+    layout = f"tp{rec['tp_size']}" + "".join(
+        f" {k}{rec[f'{k}_size']}" for k in ("dp", "ep", "pp") if (rec[f"{k}_size"] or 1) > 1)
+    spec = rec["spec"] if rec["spec"] == "baseline" else (
+        f"{rec['spec']} s{rec['spec_num_steps']} k{rec['spec_eagle_topk']} "
+        f"d{rec['spec_num_draft_tokens']}")
+    text = f"{rec['model']} {layout} {spec} @{rec['stratum']} running"
+    return text + (f" env {rec['env_fingerprint']}" if with_fp else "")
+
+
+SERIES_KEYS = ["model", "tp_size", "dp_size", "ep_size", "pp_size", "spec", "spec_num_steps",
+               "spec_eagle_topk", "spec_num_draft_tokens", "stratum"]
+
+
+def history(store: Store, params: dict[str, Any]) -> pl.DataFrame:
+    """Per fingerprint and workload: change points in per-run steady decode throughput."""
+    threshold = float(params.get("threshold", 0.03))
+    rows = []
+    for _, recs in _series(store, ["env_fingerprint", *SERIES_KEYS]).items():
+        verdict = judge_history([float(r["tps"]) for r in recs], threshold=threshold)
+        rows.append({"series": _label(recs[0], True), "runs": len(recs),
+                     "status": verdict.status, "detail": verdict.detail})
+    return pl.DataFrame(rows, schema={"series": pl.String, "runs": pl.Int64,
+                                      "status": pl.String, "detail": pl.String})
+
+
+def history_across_environments(store: Store, params: dict[str, Any]) -> pl.DataFrame:
+    """Per model, layout and workload across fingerprints: each change point labelled as an
+    environment shift when the fingerprint changes there, else a change within one
+    environment (a drop at the end of the series is reported as a regression)."""
+    threshold = float(params.get("threshold", 0.03))
+    rows = []
+    for _, recs in _series(store, SERIES_KEYS).items():
+        fps = [r["env_fingerprint"] for r in recs]
+        if len(set(fps)) < 2:
+            continue  # one environment: the per-fingerprint history covers it
+        values = [float(r["tps"]) for r in recs]
+        if len(values) < 6:
+            rows.append({"series": _label(recs[0], False), "runs": len(recs),
+                         "status": "insufficient data",
+                         "detail": f"{len(values)} run(s); need ≥ 6 for change points"})
+            continue
+        labels, status = [], "ok"
+        points = change_points(values, min_magnitude=threshold)
+        for cp in points:
+            shift = fps[cp.index] != fps[cp.index - 1]
+            kind = "environment shift" if shift else "change within one environment"
+            labels.append(f"{cp.magnitude * 100:+.1f}% at run #{cp.index + 1} "
+                          f"({recs[cp.index]['name']}): {kind}")
+            if not shift and cp is points[-1] and cp.magnitude < -threshold \
+                    and len(values) - cp.index >= 2:
+                status = "regression"
+        if points and status == "ok" and all(
+                fps[cp.index] != fps[cp.index - 1] for cp in points):
+            status = "environment shift"
+        rows.append({"series": _label(recs[0], False), "runs": len(recs), "status": status,
+                     "detail": "; ".join(labels) or "no change point"})
+    return pl.DataFrame(rows, schema={"series": pl.String, "runs": pl.Int64,
+                                      "status": pl.String, "detail": pl.String})
+
+
+FRAMES: dict[str, Frame] = {
+    "speculation_vs_baseline": speculation_vs_baseline,
+    "history": history,
+    "history_across_environments": history_across_environments,
+}

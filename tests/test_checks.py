@@ -1,0 +1,240 @@
+"""`logpipe check`: suites fail on purpose, pairing, history, exit codes, outputs."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import sys
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from logpipe.changepoints import change_points, judge_history
+from logpipe.cli import app
+from logpipe.ingest import ingest_paths
+from tests.conftest import ROOT, SAMPLES
+
+runner = CliRunner()
+
+
+def gen():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("make_sample_logs",
+                                                  ROOT / "scripts" / "make_sample_logs.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def check(db: Path, *args: str) -> tuple[int, dict]:
+    result = runner.invoke(app, ["check", "--db", str(db), "--format", "json", *args])
+    assert result.exit_code in (0, 1), result.output
+    return result.exit_code, json.loads(result.stdout)
+
+
+def failing(out: dict, name: str) -> list[dict]:
+    (r,) = [r for r in out["results"] if r["check"] == name]
+    return r["failing_rows"]
+
+
+def test_samples_fail_only_on_the_unpaired_run(sample_db: Path) -> None:
+    code, out = check(sample_db)
+    assert code == 1
+    fails = [r for r in out["results"] if r["status"] == "FAIL"]
+    assert [(r["suite"], r["check"]) for r in fails] == [
+        ("pairing", "every speculative run has a same-environment baseline")]
+    assert fails[0]["failing_rows"] == [{
+        "run": "qwen3-30b-eagle3-untuned", "status": "unpaired",
+        "reason": "baseline qwen3-30b-baseline-tuned differs only in NCCL_ALGO, "
+                  "NCCL_P2P_LEVEL, NCCL_PROTO"}]
+    assert all(r["status"] in ("PASS", "WARN") for r in out["results"] if r["suite"] !=
+               "pairing")
+    text = runner.invoke(app, ["check", "--db", str(sample_db)]).stdout
+    assert "PASS  pairing" not in text
+    assert "FAIL  pairing: every speculative run has a same-environment baseline" in text
+
+
+def test_matching_baseline_makes_check_pass(tmp_path: Path) -> None:
+    g = gen()
+    logs = tmp_path / "logs"
+    shutil.copytree(SAMPLES, logs)
+    small = "Qwen/Qwen3-30B-A3B-Instruct-2507"
+    run = logs / "unpaired" / "qwen3-30b-baseline-untuned"
+    run.mkdir()
+    (run / "server.log").write_text("\n".join(
+        g.mission_log(130.0, 1.5, seed=31, start=datetime(2026, 5, 5, 13, 0), model=small))
+        + "\n")
+    (run / "env.json").write_text(json.dumps(
+        g.mission_manifest(False, False, "2026-05-05T12:58:00+00:00", model=small)))
+    db = tmp_path / "c.duckdb"
+    ingest_paths([logs], db)
+    code, out = check(db)
+    assert code == 0, [r for r in out["results"] if r["status"] == "FAIL"]
+    junit = tmp_path / "junit.xml"
+    result = runner.invoke(app, ["check", "--db", str(db), "--junit", str(junit)])
+    assert result.exit_code == 0
+    xml = junit.read_text()
+    assert '<testsuite name="pairing" tests="1" failures="0" errors="0">' in xml
+
+
+BAD = {
+    # file name: (log text, the check that must fail, the failing row's run)
+    "usage.log": ("[2026-01-01 00:00:10 TP0] Decode batch. #running-req: 1, #token: 9, "
+                  "token usage: 1.50, cuda graph: True, gen throughput (token/s): 50.00, "
+                  "#queue-req: 0\n", "token usage within [0, 1]"),
+    "negative.log": ("[2026-01-01 00:00:10 TP0] Decode batch. #running-req: 1, #token: 9, "
+                     "token usage: 0.10, cuda graph: True, gen throughput (token/s): -5.00, "
+                     "#queue-req: 0\n", "throughput not negative"),
+    "backwards.log": ("[2026-01-01 00:00:10 TP0] Decode batch. #running-req: 1, #token: 9, "
+                      "token usage: 0.10, cuda graph: True, gen throughput (token/s): 5.00, "
+                      "#queue-req: 0\n"
+                      "[2026-01-01 00:00:02 TP0] Decode batch. #running-req: 1, #token: 9, "
+                      "token usage: 0.10, cuda graph: True, gen throughput (token/s): 5.00, "
+                      "#queue-req: 0\n", "timestamps non-decreasing per rank"),
+    "nomodel.log": ("[2026-01-01 00:00:10 TP0] Decode batch. #running-req: 1, #token: 9, "
+                    "token usage: 0.10, cuda graph: True, gen throughput (token/s): 5.00, "
+                    "#queue-req: 0\n", "every run has a model|every run has a layout"),
+    "rejects.log": ("[2026-01-01 00:00:10 TP0] Decode batch. #running-req: x\n"
+                    "[2026-01-01 00:00:11 TP0] Decode batch. #running-req: 1, #token: 9, "
+                    "token usage: 0.10, cuda graph: True, gen throughput (token/s): 5.00, "
+                    "#queue-req: 0\n", "rejected lines below 0.05 of each file"),
+}
+SPEC_ARGS = ("[2026-01-01 00:00:00] server_args=ServerArgs(model_path='m', tp_size=1, "
+             "speculative_algorithm='EAGLE', speculative_num_draft_tokens=3)\n")
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_each_data_quality_expectation_can_fail(tmp_path: Path, name: str) -> None:
+    text, expected_check = BAD[name]
+    if name != "nomodel.log":
+        text = "[2026-01-01 00:00:00] server_args=ServerArgs(model_path='m', tp_size=1)\n" + text
+    (tmp_path / name).write_text(text)
+    db = tmp_path / "q.duckdb"
+    ingest_paths([tmp_path / name], db)
+    code, out = check(db, "--suite", "data_quality")
+    assert code == 1
+    fails = [r["check"] for r in out["results"] if r["status"] == "FAIL"]
+    assert fails == expected_check.split("|")
+
+
+@pytest.mark.parametrize(("accepts", "expected_check"), [
+    ((0.5, 2.0), "accept length at least 1 (speculative runs)"),
+    ((2.0, 4.5), "accept length at most num_draft_tokens + 1 (speculative runs)"),
+])
+def test_accept_length_bounds(tmp_path: Path, accepts: tuple[float, float],
+                              expected_check: str) -> None:
+    lines = [SPEC_ARGS]
+    for i, al in enumerate(accepts):
+        lines.append(f"[2026-01-01 00:00:1{i} TP0] Decode batch. #running-req: 1, #token: 9, "
+                     f"token usage: 0.10, accept len: {al:.2f}, cuda graph: True, "
+                     "gen throughput (token/s): 50.00, #queue-req: 0\n")
+    (tmp_path / "spec.log").write_text("".join(lines))
+    db = tmp_path / "a.duckdb"
+    ingest_paths([tmp_path / "spec.log"], db)
+    code, out = check(db, "--suite", "data_quality")
+    assert code == 1
+    assert [r["check"] for r in out["results"] if r["status"] == "FAIL"] == [expected_check]
+    assert failing(out, expected_check)[0]["run"] == "spec"
+
+
+def test_unknown_environment_fails_pairing(tmp_path: Path) -> None:
+    (tmp_path / "spec.log").write_text(
+        SPEC_ARGS + "[2026-01-01 00:00:10 TP0] Decode batch. #running-req: 1, #token: 9, "
+        "token usage: 0.10, accept len: 2.00, cuda graph: True, gen throughput (token/s): "
+        "50.00, #queue-req: 0\n")
+    db = tmp_path / "u.duckdb"
+    ingest_paths([tmp_path / "spec.log"], db)
+    code, out = check(db, "--suite", "pairing")
+    assert code == 1
+    assert failing(out, "every speculative run has a same-environment baseline") == [{
+        "run": "spec", "status": "unknown environment",
+        "reason": "environment unknown (no captured manifest): cannot be paired"}]
+
+
+def _history(tmp_path: Path, series: list[tuple[float, bool]]) -> Path:
+    """Baseline runs of the mission model, one per (tps, tuned), an hour apart."""
+    g = gen()
+    root = tmp_path / "hist"
+    for i, (tps, tuned) in enumerate(series):
+        folder = root / f"run{i:02d}"
+        folder.mkdir(parents=True)
+        start = datetime(2026, 6, 1, 0, 0) + timedelta(hours=i)
+        log = g.Log(g.MISSION_ERA, start, g.random.Random(i))
+        g.startup(log, g.base_args(g.MISSION_MODEL, tp_size=8, ep_size=8,
+                                   mem_fraction_static=0.85, cuda_graph_max_bs=32),
+                  "Qwen3MoeForCausalLM", tp=8)
+        g.workload(log, requests=2, lines_per_req=6, tps=tps, noise=0.5)
+        (folder / "server.log").write_text("\n".join(log.lines) + "\n")
+        (folder / "env.json").write_text(json.dumps(
+            g.mission_manifest(tuned, False, start.isoformat())))
+    db = tmp_path / "h.duckdb"
+    assert not ingest_paths([root], db).failed
+    return db
+
+
+def test_history_regression_within_one_environment(tmp_path: Path) -> None:
+    db = _history(tmp_path, [(62.9, False)] * 8 + [(62.9 * 0.95, False)] * 4)
+    code, out = check(db, "--suite", "regressions")
+    assert code == 1
+    rows = failing(out, "no regression after the last change point (per fingerprint and "
+                        "workload)")
+    assert len(rows) == 1 and rows[0]["status"] == "regression"
+    assert rows[0]["runs"] == 12
+    assert "-5.0% at run #9" in rows[0]["detail"]
+
+
+def test_environment_switch_is_labelled_not_flagged(tmp_path: Path) -> None:
+    db = _history(tmp_path, [(90.0, True)] * 6 + [(62.9, False)] * 6)
+    code, out = check(db, "--suite", "regressions")
+    assert code == 0
+    (r,) = [r for r in out["results"] if r["check"].startswith("changes across")]
+    assert r["status"] == "PASS"
+    frame_rows = runner.invoke(app, ["check", "--db", str(db), "--suite", "regressions"]).stdout
+    assert "PASS  regressions: changes across environments" in frame_rows
+    from logpipe.checks.frames import history_across_environments
+    from logpipe.store import Store
+
+    with Store.open(db, read_only=True) as store:
+        df = history_across_environments(store, {})
+    assert df["status"].to_list() == ["environment shift"]
+    assert "at run #7 (run06): environment shift" in df["detail"][0]
+
+
+def test_change_points_on_synthetic_series() -> None:
+    rng = np.random.default_rng(4)
+    step = np.r_[rng.normal(100, 1.5, 20), rng.normal(95, 1.5, 20)]
+    (cp,) = change_points(step, min_magnitude=0.03)
+    assert abs(cp.index - 20) <= 2
+    assert cp.magnitude == pytest.approx(-0.05, abs=0.015)
+    for seed in range(5):
+        noise = np.random.default_rng(seed).normal(100, 1.5, 40)
+        assert change_points(noise, min_magnitude=0.03) == []
+        assert judge_history(list(noise)).status == "ok"
+    assert judge_history([1.0, 2.0]).status == "insufficient data"
+
+
+def test_user_suite_and_unknown_suite(tmp_path: Path, sample_db: Path) -> None:
+    suite = tmp_path / "mine.toml"
+    suite.write_text('name = "mine"\n[[checks]]\nname = "at least 30 runs"\n'
+                     'query = "SELECT count(*) AS n FROM runs"\n'
+                     'expectation = "expect_column_values_to_be_between"\n'
+                     'kwargs = { column = "n", min_value = 30 }\nshow = ["n"]\n')
+    code, out = check(sample_db, "--suite-file", str(suite), "--suite", "mine")
+    assert code == 1
+    assert failing(out, "at least 30 runs") == [{"n": 29}]
+    bad = runner.invoke(app, ["check", "--db", str(sample_db), "--suite", "nope"])
+    assert bad.exit_code == 2
+    assert bad.stderr.startswith("Error: unknown suite(s): nope")
+    broken = tmp_path / "broken.toml"
+    broken.write_text('name = "broken"\n[[checks]]\nname = "x"\nquery = "SELECT nope"\n'
+                      'expectation = "expect_column_values_to_not_be_null"\n'
+                      'kwargs = { column = "x" }\n')
+    result = runner.invoke(app, ["check", "--db", str(sample_db), "--suite-file", str(broken),
+                                 "--suite", "broken"])
+    assert result.exit_code == 2
+    assert "ERROR broken: x" in result.stdout
