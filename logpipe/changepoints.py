@@ -50,8 +50,9 @@ def _energy_split(x: np.ndarray, min_size: int) -> int | None:
 def _t_p(a: np.ndarray, b: np.ndarray) -> float:
     if len(a) < 2 or len(b) < 2:
         return 1.0
-    if np.std(a) == 0 and np.std(b) == 0:
-        return 0.0 if a.mean() != b.mean() else 1.0
+    scale = max(abs(a.mean()), abs(b.mean()), 1e-12)
+    if np.std(a) <= 1e-9 * scale and np.std(b) <= 1e-9 * scale:  # constant sides
+        return 0.0 if not np.isclose(a.mean(), b.mean()) else 1.0
     return float(sps.ttest_ind(a, b, equal_var=False).pvalue)
 
 

@@ -273,6 +273,51 @@ def check(
 
 
 @app.command()
+def sweep(
+    by: Annotated[str, typer.Option("--by", help="Key to sweep: a server argument such as "
+                                                 "speculative_num_steps, or a variable.")],
+    where: Annotated[str | None, typer.Option(
+        help="SQL condition on the runs table, e.g. \"model LIKE '%235B%'\".")] = None,
+    db: DbOption = DEFAULT_DB,
+    threshold: Annotated[float, typer.Option(help="Practical threshold δ for ties.")] = 0.03,
+    fmt: Annotated[str, typer.Option("--format", help="table, markdown or json.")] = "table",
+) -> None:
+    """Per value of KEY among runs of one environment: steady decode throughput with its
+    CI, accept length, break-even accept length, and the best value (or the tied ones)."""
+    from logpipe.report import sweep_text
+    from logpipe.sweep import sweep as run_sweep
+
+    if fmt not in ("table", "markdown", "json"):
+        _fail(LogpipeError(f"unknown format {fmt!r}", hint="use one of: table, markdown, json"))
+    try:
+        result = run_sweep(str(db), by, where=where, threshold=threshold)
+    except LogpipeError as exc:
+        _fail(exc)
+    typer.echo(sweep_text(result, fmt), nl=False)
+
+
+@app.command()
+def report(
+    run: Annotated[list[str] | None, typer.Option(
+        "--run", help="Runs to show (first is the reference); default: up to 8.")] = None,
+    output: Annotated[Path, typer.Option("-o", "--output", help="HTML file to write.")]
+    = Path("report.html"),
+    db: DbOption = DEFAULT_DB,
+    checks: Annotated[bool, typer.Option(help="Include the check suites.")] = True,
+) -> None:
+    """Write a self-contained HTML report (plots work offline): throughput over time with
+    warm-up, idle and profiled intervals shaded, steady-state distributions, environment
+    diffs, comparisons, checks and the sweep curve when one applies."""
+    from logpipe.report.html import build_report
+
+    try:
+        result = build_report(db, output, run, with_checks=checks)
+    except LogpipeError as exc:
+        _fail(exc)
+    typer.echo(f"Wrote {result.path}: {len(result.runs)} run(s), {result.figures} plot(s)")
+
+
+@app.command()
 def runs(
     db: DbOption = DEFAULT_DB,
     fmt: Annotated[str, typer.Option("--format", help="table, csv, json or jsonl.")] = "table",

@@ -436,7 +436,7 @@ MISSION_ERA = Era("0.5.12", ranks=" TP0 EP0", head=", ", graph_label="cuda graph
 
 def mission_log(tps: float, noise: float, seed: int, start: datetime,
                 accept: tuple[float, float] | None = None,
-                model: str = MISSION_MODEL) -> list[str]:
+                model: str = MISSION_MODEL, steps: int = 2) -> list[str]:
     rng = random.Random(seed)
     log = Log(MISSION_ERA, start, rng)
     over: dict[str, Any] = dict(tp_size=8, ep_size=8, mem_fraction_static=0.85,
@@ -444,8 +444,8 @@ def mission_log(tps: float, noise: float, seed: int, start: datetime,
     if accept:
         over.update(speculative_algorithm="EAGLE3",
                     speculative_draft_model_path=draft_of(model),
-                    speculative_num_steps=2, speculative_eagle_topk=1,
-                    speculative_num_draft_tokens=3, max_running_requests=48)
+                    speculative_num_steps=steps, speculative_eagle_topk=1,
+                    speculative_num_draft_tokens=steps + 1, max_running_requests=48)
         log.raw("Max running requests is reset to 48 for speculative decoding. You can override "
                 "this by explicitly setting --max-running-requests.")
     startup(log, base_args(model, **over), "Qwen3MoeForCausalLM", tp=8,
@@ -455,6 +455,8 @@ def mission_log(tps: float, noise: float, seed: int, start: datetime,
     return log.lines
 
 
+SWEEP = {1: (70.5, 1.72), 2: (75.9, 2.1), 3: (73.2, 2.34), 4: (69.8, 2.5), 5: (66.1, 2.6),
+         6: (62.4, 2.66)}
 TUNED_NCCL = {"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring", "NCCL_P2P_LEVEL": "SYS"}
 
 
@@ -463,7 +465,7 @@ def draft_of(model: str) -> str:
 
 
 def mission_manifest(tuned: bool, spec: bool, captured_at: str,
-                     model: str = MISSION_MODEL) -> dict[str, Any]:
+                     model: str = MISSION_MODEL, steps: int = 2) -> dict[str, Any]:
     """What `logpipe env capture` records on the GPU host before each launch."""
     env = {"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7", "NCCL_DEBUG": "INFO",
            "NCCL_IB_DISABLE": "1", "SGLANG_ENABLE_JIT_DEEPGEMM": "1",
@@ -478,12 +480,13 @@ def mission_manifest(tuned: bool, spec: bool, captured_at: str,
               "port": "30000"}
     if spec:
         command += ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path",
-                    draft_of(model), "--speculative-num-steps", "2",
-                    "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "3"]
+                    draft_of(model), "--speculative-num-steps", str(steps),
+                    "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens",
+                    str(steps + 1)]
         launch.update(speculative_algorithm="EAGLE3",
                       speculative_draft_model_path=draft_of(model),
-                      speculative_num_steps="2", speculative_eagle_topk="1",
-                      speculative_num_draft_tokens="3")
+                      speculative_num_steps=str(steps), speculative_eagle_topk="1",
+                      speculative_num_draft_tokens=str(steps + 1))
     device = {"name": "NVIDIA H200", "memory_mib": 143771, "driver": "570.133.20"}
     return {
         "logpipe_manifest": 1,
@@ -609,6 +612,15 @@ def generate(out: Path) -> list[Path]:
         files[f"unpaired/{run}/env.json"] = (
             json.dumps(mission_manifest(tuned, spec, at, model=small), indent=2)
             + "\n").encode()
+    # a sweep of speculative_num_steps in the untuned environment: accept length rises
+    # with more steps, but verify cost grows faster; throughput peaks at 2 steps
+    for steps, (tps, al) in SWEEP.items():
+        start = datetime(2026, 5, 6, 8, 0, 0) + timedelta(hours=steps)
+        put(f"sweep/eagle3-steps{steps}/server.log",
+            mission_log(tps, 1.1, seed=40 + steps, start=start, accept=(al, 0.08), steps=steps))
+        files[f"sweep/eagle3-steps{steps}/env.json"] = (json.dumps(mission_manifest(
+            False, True, (start - timedelta(minutes=1)).isoformat() + "+00:00", steps=steps),
+            indent=2) + "\n").encode()
     for style in WRAPPERS:
         put(f"wrappers/{style}.log", wrapped(style))
     restarts = era_log("0.4.7", seed=300)[:-1] + era_log("0.4.7", seed=301)

@@ -220,13 +220,13 @@ def test_change_points_on_synthetic_series() -> None:
 
 def test_user_suite_and_unknown_suite(tmp_path: Path, sample_db: Path) -> None:
     suite = tmp_path / "mine.toml"
-    suite.write_text('name = "mine"\n[[checks]]\nname = "at least 30 runs"\n'
+    suite.write_text('name = "mine"\n[[checks]]\nname = "at least 40 runs"\n'
                      'query = "SELECT count(*) AS n FROM runs"\n'
                      'expectation = "expect_column_values_to_be_between"\n'
-                     'kwargs = { column = "n", min_value = 30 }\nshow = ["n"]\n')
+                     'kwargs = { column = "n", min_value = 40 }\nshow = ["n"]\n')
     code, out = check(sample_db, "--suite-file", str(suite), "--suite", "mine")
     assert code == 1
-    assert failing(out, "at least 30 runs") == [{"n": 29}]
+    assert failing(out, "at least 40 runs") == [{"n": 35}]
     bad = runner.invoke(app, ["check", "--db", str(sample_db), "--suite", "nope"])
     assert bad.exit_code == 2
     assert bad.stderr.startswith("Error: unknown suite(s): nope")

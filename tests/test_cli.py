@@ -46,12 +46,12 @@ def test_readme_main_command_runs_as_shown(tmp_path: Path) -> None:
         assert proc.returncode == 0, proc.stderr
         out += proc.stdout
     assert (tmp_path / "logpipe.duckdb").exists()
-    assert "27 file(s) (26 new, 1 skipped)" in out
-    assert re.search(r"│ decode\s+│ 890\s+│", out)
-    assert re.search(r"│ prefill\s+│ 145\s+│", out)
+    assert "33 file(s) (32 new, 1 skipped)" in out
+    assert re.search(r"│ decode\s+│ 1466\s+│", out)
+    assert re.search(r"│ prefill\s+│ 199\s+│", out)
     readme = (ROOT / "README.md").read_text()
-    assert "│ decode  │ 890          │" in readme  # the README shows this very output
-    assert "27 file(s) (26 new, 1 skipped)" in readme
+    assert "│ decode  │ 1466         │" in readme  # the README shows this very output
+    assert "33 file(s) (32 new, 1 skipped)" in readme
 
 
 def test_ingest_summary_and_exit_code(tmp_path: Path) -> None:

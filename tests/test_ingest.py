@@ -209,7 +209,8 @@ def test_midnight_rollover_of_time_only_stamps(sample_db: Path) -> None:
 def test_run_facts_from_server_args(sample_db: Path) -> None:
     rows = query(sample_db, "SELECT name, model, tp_size, ep_size, spec_algorithm, "
                  "spec_num_steps, spec_num_draft_tokens, role FROM runs "
-                 "WHERE name LIKE 'eagle3%' OR name LIKE 'baseline%' ORDER BY name")
+                 "WHERE name IN ('eagle3-untuned', 'baseline-untuned', 'baseline-tuned') "
+                 "ORDER BY name")
     model = "Qwen/Qwen3-235B-A22B-Instruct-2507"
     assert rows == [
         ("baseline-tuned", model, 8, 8, None, None, None, "baseline"),

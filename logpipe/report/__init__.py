@@ -353,3 +353,44 @@ def check_junit(report: Any) -> str:
         out.append("  </testsuite>")
     out.append("</testsuites>")
     return "\n".join(out) + "\n"
+
+
+# ---------------------------------------------------------------------------- sweep
+
+def sweep_text(result: Any, fmt: str = "table") -> str:
+    from logpipe.sweep import sweep_dict
+
+    if fmt == "json":
+        return json.dumps(sweep_dict(result), indent=2, default=str) + "\n"
+    key = result.key.removeprefix("arg.")
+    out = []
+    if not result.groups:
+        out.append(f"No sweep over {key}: no environment has runs with two or more values.")
+    for g in result.groups:
+        base = (f"baseline {', '.join(g.baseline_runs)} at {g.baseline_median:.1f} tok/s"
+                if g.baseline_median is not None else "no same-environment baseline")
+        title = (f"Sweep over {key} @ {g.stratum} running request(s); {base}: {g.verdict}")
+        rows = [(p.value, ", ".join(p.runs), p.n, _num(p.median),
+                 f"{_num(p.ci_low)}–{_num(p.ci_high)}" if p.ci_low is not None else "–",
+                 _num(p.accept_len), _num(p.break_even_accept_len),
+                 f"{p.speedup * 100:+.1f}%" if p.speedup is not None else "–",
+                 "best" if p.value in g.best else "") for p in g.points]
+        cols = [key, "runs", "n", "median tok/s", "95% CI", "accept len", "break-even",
+                "vs baseline", ""]
+        if fmt == "markdown":
+            out.append(f"### {title}\n")
+            out.append("| " + " | ".join(cols) + " |")
+            out.append("|" + "---|" * len(cols))
+            out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+            out.append("")
+        else:
+            out.append(title)
+            out.append(rows_text(cols, rows, "table").rstrip("\n").rsplit("\n", 1)[0])
+    if result.excluded:
+        out.append(f"Not in the sweep ({len(result.excluded)} run(s)):")
+        reasons: dict[str, list[str]] = {}
+        for name, reason in result.excluded:
+            reasons.setdefault(reason, []).append(name)
+        for reason, names in reasons.items():
+            out.append(f"  {reason}: {', '.join(names)}")
+    return "\n".join(out) + "\n"

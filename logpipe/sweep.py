@@ -1,0 +1,181 @@
+"""Parameter sweeps: the same environment, one key varied, the best value found.
+
+:func:`sweep` groups runs whose identity tier is equal except for the swept key (a
+treatment key such as ``speculative_num_steps``, or an identity key the user names on
+purpose such as ``NCCL_ALGO``), pools the steady decode samples of each value in the most
+common concurrency stratum, and reports per value the median throughput with a bootstrap
+95% CI, the accept length and the break-even accept length against the group's own
+baseline.  The best value is the highest median; values that `compare`'s rule cannot tell
+apart from it are reported as tied.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from logpipe.compare import load_run
+from logpipe.env import canonical, fingerprint
+from logpipe.errors import LogpipeError
+from logpipe.stats import compare_samples
+from logpipe.store import Store
+
+
+@dataclass
+class SweepPoint:
+    value: str
+    runs: list[str]
+    n: int
+    median: float | None
+    ci_low: float | None
+    ci_high: float | None
+    accept_len: float | None
+    break_even_accept_len: float | None
+    speedup: float | None
+
+
+@dataclass
+class SweepGroup:
+    key: str
+    stratum: int | None
+    baseline_runs: list[str]
+    baseline_median: float | None
+    points: list[SweepPoint]
+    best: list[str] = field(default_factory=list)
+    verdict: str = ""
+
+
+@dataclass
+class SweepResult:
+    key: str
+    groups: list[SweepGroup]
+    excluded: list[tuple[str, str]]
+
+
+def _resolve_key(store: Store, by: str) -> str:
+    for candidate in (by, f"arg.{by}"):
+        if store.one("SELECT 1 FROM run_env WHERE key = ? LIMIT 1", [candidate]):
+            return candidate
+    raise LogpipeError(f"no run has a value for {by!r}",
+                       hint="keys are listed by `logpipe env show --run R`")
+
+
+def _ci_of_median(x: np.ndarray, seed: int = 7, resamples: int = 4000) -> tuple[float, float]:
+    rng = np.random.default_rng(seed)
+    meds = np.median(x[rng.integers(0, len(x), (resamples, len(x)))], axis=1)
+    lo, hi = np.percentile(meds, [2.5, 97.5])
+    return float(lo), float(hi)
+
+
+def sweep(db: str, by: str, where: str | None = None, threshold: float = 0.03,
+          alpha: float = 0.05) -> SweepResult:
+    """Sweep over ``by`` among the runs matching ``where`` (SQL on ``runs``)."""
+    with Store.open(db, read_only=True) as store:
+        key = _resolve_key(store, by)
+        sql = "SELECT run_id, name, env_complete, profiled, role FROM runs"
+        if where:
+            sql += f" WHERE {where}"
+        _, rows = store.query(sql + " ORDER BY started_at NULLS LAST, name")
+        excluded: list[tuple[str, str]] = []
+        groups: dict[str, list[tuple[str, str, str | None, str]]] = {}
+        for run_id, name, complete, profiled, role in rows:
+            if not complete:
+                excluded.append((name, "environment unknown (no captured manifest)"))
+                continue
+            if profiled:
+                excluded.append((name, "profiled run"))
+                continue
+            env = {k: v for k, v, t in store.all(
+                "SELECT key, value, tier FROM run_env WHERE run_id = ?", [run_id])
+                if t == "identity" or k == key}
+            value = env.pop(key, None)
+            groups.setdefault(fingerprint(env), []).append(
+                (run_id, name, None if value is None else canonical(value), role))
+        result = SweepResult(key, [], excluded)
+        for members in groups.values():
+            values = {v for _, _, v, role in members if role != "baseline" or
+                      not key.startswith("arg.speculative")}
+            values.discard(None)
+            values.discard("null")
+            if len(values) < 2:
+                excluded += [(m[1], f"no other value of {key} in its environment")
+                             for m in members]
+                continue
+            result.groups.append(_group(store, key, members, threshold, alpha))
+    return result
+
+
+def _group(store: Store, key: str, members: list[tuple[str, str, str | None, str]],
+           threshold: float, alpha: float) -> SweepGroup:
+    runs = {rid: load_run(store, rid) for rid, _, _, _ in members}
+    strata = Counter()
+    for r in runs.values():
+        for s, x in r.decode.items():
+            strata[s] += len(x)
+    stratum = strata.most_common(1)[0][0] if strata else None
+    speculative_key = key.startswith("arg.speculative")
+    base_ids = [rid for rid, _, v, role in members
+                if speculative_key and role == "baseline"]
+    base = np.concatenate([runs[r].decode.get(stratum, np.array([])) for r in base_ids]) \
+        if base_ids else np.array([])
+    base_med = float(np.median(base)) if len(base) else None
+    by_value: dict[str, list[str]] = {}
+    for rid, _, v, _role in members:
+        if rid in base_ids or v in (None, "null"):
+            continue
+        by_value.setdefault(v, []).append(rid)
+    points, samples = [], {}
+    for v in sorted(by_value, key=_sort_key):
+        ids = by_value[v]
+        x = np.concatenate([runs[r].decode.get(stratum, np.array([])) for r in ids])
+        al = np.concatenate([runs[r].accept_len for r in ids])
+        samples[v] = x
+        med = float(np.median(x)) if len(x) else None
+        lo, hi = _ci_of_median(x) if len(x) >= 2 else (None, None)
+        acc = float(np.median(al)) if len(al) else None
+        be = acc * base_med / med if acc and base_med and med else None
+        points.append(SweepPoint(v, [runs[r].name for r in ids], len(x), med, lo, hi, acc, be,
+                                 med / base_med - 1 if med and base_med else None))
+    group = SweepGroup(key, stratum, [runs[r].name for r in base_ids], base_med, points)
+    scored = [p for p in points if p.median is not None]
+    if not scored:
+        group.verdict = "insufficient data"
+        return group
+    top = max(scored, key=lambda p: p.median or 0)
+    tied = [top.value]
+    for p in scored:
+        if p is top:
+            continue
+        t = compare_samples(samples[top.value], samples[p.value], higher_is_better=True,
+                            alpha=alpha, threshold=threshold)
+        if t.verdict in ("no significant change", "insufficient data"):
+            tied.append(p.value)
+    group.best = sorted(tied, key=_sort_key)
+    if len(tied) == 1:
+        group.verdict = f"best {key.removeprefix('arg.')} = {top.value}"
+    else:
+        group.verdict = (f"best {key.removeprefix('arg.')} ∈ {{{', '.join(group.best)}}}: "
+                         "statistically indistinguishable")
+    return group
+
+
+def _sort_key(value: str) -> tuple[int, float, str]:
+    try:
+        return (0, float(value), value)
+    except ValueError:
+        return (1, 0.0, value)
+
+
+def sweep_dict(result: SweepResult) -> dict[str, Any]:
+    return {
+        "key": result.key,
+        "groups": [{
+            "stratum_running_req": g.stratum, "baseline_runs": g.baseline_runs,
+            "baseline_median": g.baseline_median, "best": g.best, "verdict": g.verdict,
+            "points": [p.__dict__ for p in g.points],
+        } for g in result.groups],
+        "excluded": [{"run": n, "reason": r} for n, r in result.excluded],
+    }

@@ -1,0 +1,131 @@
+"""`logpipe sweep` finds the sample's optimum; `logpipe report` renders offline."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from logpipe.cli import app
+from logpipe.ingest import ingest_paths
+from tests.conftest import SAMPLES
+
+runner = CliRunner()
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def test_sweep_finds_two_steps(sample_db: Path) -> None:
+    result = runner.invoke(app, ["sweep", "--by", "speculative_num_steps", "--db",
+                                 str(sample_db), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    (group,) = out["groups"]
+    assert group["best"] == ["2"]
+    assert group["baseline_runs"] == ["baseline-untuned"]
+    points = {p["value"]: p for p in group["points"]}
+    assert sorted(points, key=int) == ["1", "2", "3", "4", "5", "6"]
+    assert points["2"]["runs"] == ["eagle3-untuned", "eagle3-steps2"]
+    accept = [points[str(k)]["accept_len"] for k in range(1, 7)]
+    assert accept == sorted(accept)  # accept length rises with steps
+    assert points["6"]["break_even_accept_len"] > points["6"]["accept_len"]  # 6 steps lose
+    excluded = {e["run"]: e["reason"] for e in out["excluded"]}
+    assert excluded["plain"] == "environment unknown (no captured manifest)"
+    text = runner.invoke(app, ["sweep", "--by", "speculative_num_steps", "--db",
+                               str(sample_db)]).stdout
+    assert text.splitlines()[0].endswith("best speculative_num_steps = 2")
+
+
+def test_sweep_reports_ties(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    for name in ("baseline-untuned", "eagle3-untuned"):
+        shutil.copytree(SAMPLES / "mission" / name, logs / name)
+    shutil.copytree(SAMPLES / "sweep" / "eagle3-steps3", logs / "eagle3-steps3")
+    # steps 3 re-labelled as a second run at 2 steps' speed: make it a tie by copying 2
+    shutil.copytree(SAMPLES / "sweep" / "eagle3-steps2", logs / "again-steps2")
+    db = tmp_path / "t.duckdb"
+    ingest_paths([logs], db)
+    out = json.loads(runner.invoke(app, ["sweep", "--by", "speculative_num_steps", "--db",
+                                         str(db), "--format", "json", "--threshold",
+                                         "0.05"]).stdout)
+    (group,) = out["groups"]
+    assert group["best"] == ["2", "3"]
+    assert "statistically indistinguishable" in group["verdict"]
+
+
+def test_sweep_unknown_key(sample_db: Path) -> None:
+    result = runner.invoke(app, ["sweep", "--by", "no_such_knob", "--db", str(sample_db)])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("Error: no run has a value for 'no_such_knob'")
+
+
+@pytest.fixture(scope="module")
+def report_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("report")
+    logs = root / "logs"
+    for name in ("baseline-untuned", "eagle3-untuned"):
+        shutil.copytree(SAMPLES / "mission" / name, logs / name)
+    for steps in (1, 3):
+        shutil.copytree(SAMPLES / "sweep" / f"eagle3-steps{steps}", logs / f"eagle3-steps{steps}")
+    # a hostile value in a manifest: it must come out as text, never as markup
+    evil = logs / "evil"
+    shutil.copytree(SAMPLES / "mission" / "baseline-tuned", evil)
+    manifest = json.loads((evil / "env.json").read_text())
+    manifest["env"]["NCCL_ALGO"] = "<script>document.title='pwned'</script>"
+    (evil / "env.json").write_text(json.dumps(manifest))
+    db = root / "r.duckdb"
+    ingest_paths([logs], db)
+    out = root / "report.html"
+    result = runner.invoke(app, ["report", "--db", str(db), "-o", str(out), "--run",
+                                 "baseline-untuned", "--run", "eagle3-untuned", "--run",
+                                 "eagle3-steps1", "--run", "eagle3-steps3", "--run", "evil"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == f"Wrote {out}: 5 run(s), 3 plot(s)\n"
+    return out
+
+
+class _Tags(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.external: list[tuple[str, str]] = []
+        self.scripts = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "script":
+            self.scripts += 1
+        for name, value in attrs:
+            if name in ("src", "href") and value and "://" in value:
+                self.external.append((tag, value))
+
+
+def test_report_is_self_contained_and_escaped(report_file: Path) -> None:
+    text = report_file.read_text()
+    tags = _Tags()
+    tags.feed(text)
+    assert tags.external == []  # nothing loaded from the network
+    assert tags.scripts == 1 + 3  # plotly.js inline, one call per figure
+    assert "<script>document.title" not in text
+    assert "&lt;script&gt;document.title=&#x27;pwned&#x27;&lt;/script&gt;" in text
+    assert "Sweep over speculative_num_steps" in text
+    assert "Comparisons against baseline-untuned" in text
+    assert "NOT comparable" in text  # the evil run differs in NCCL_ALGO/PROTO/P2P
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed "
+                    "(.ci/run installs it)")
+def test_report_renders_in_headless_chromium(report_file: Path, tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+         "--no-first-run", "--disable-background-networking", "--disable-component-update",
+         "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}",
+         "--virtual-time-budget=10000", "--dump-dom", report_file.as_uri()],
+        capture_output=True, text=True, timeout=120)
+    dom = proc.stdout
+    assert dom.count('class="plot-container plotly"') == 3, proc.stderr[-2000:]
+    assert dom.count('class="main-svg"') >= 6
+    assert "<title>pwned</title>" not in dom
+    assert "logpipe report" in dom
