@@ -22,14 +22,13 @@ HEAD_RE = (
     r"^(?P<bkind>Prefill|Decode) batch"
     r"(?:\(mixed #running-req: (?P<mixed>[^)]*)\))?"
     r"(?: ?\[(?P<iter>[^\]]*)\])?"
-    r"[.,](?: (?P<body>.*))?$"
+    r"[.,]$"
 )
+# The head up to and including its "." or ","; the body follows after one space.
+HEAD_ONLY_RE = r"^(?:Prefill|Decode) batch(?:\(mixed #running-req: [^)]*\))?(?: ?\[[^\]]*\])?[.,]"
+HEAD_SCAN = 96
 LOOKS_LIKE_BATCH_RE = r"^(?:Prefill|Decode) batch\b"
 
-# A new field starts at ", " followed by a key (no ':', ',' or '=' inside) and ": ".
-# Sub-values such as "full=12, swa=3" (0.4.9 hybrid SWA) therefore stay in one piece.
-FIELD_SPLIT_RE = r", ([^:,=]+: )"
-SEP = "\x1f"
 
 INT, FLOAT, BOOL = pl.Int64, pl.Float64, pl.Boolean
 
@@ -102,9 +101,17 @@ def parse_batches(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     ``mixed_chunk``, the typed :data:`COLUMNS` and ``extra`` (JSON text); ``rejects`` has
     ``row`` and ``reason``.
     """
-    candidates = lines.filter(pl.col("msg").str.contains(LOOKS_LIKE_BATCH_RE)).select(
-        "row", pl.col("msg").str.extract_groups(HEAD_RE).alias("h")
-    ).unnest("h")
+    candidates = lines.filter(pl.col("msg").str.contains(LOOKS_LIKE_BATCH_RE))
+    # the head regex runs on the first characters only; the body is cut off by length
+    head_text = pl.col("msg").str.slice(0, HEAD_SCAN).str.extract(HEAD_ONLY_RE, 0)
+    candidates = candidates.select(
+        "row", pl.col("msg"), head_text.alias("_head"),
+    ).with_columns(
+        pl.col("_head").str.extract_groups(HEAD_RE).alias("h"),
+    ).unnest("h").with_columns(
+        pl.col("msg").str.slice(pl.col("_head").str.len_chars()).str.strip_prefix(" ")
+        .alias("body"),
+    ).drop("msg", "_head")
     bad_head = candidates.filter(pl.col("bkind").is_null()).select(
         "row", pl.lit("unrecognised batch-line head").alias("reason")
     )
@@ -112,12 +119,23 @@ def parse_batches(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         pl.col("body").fill_null("").str.replace(r"[,\s]+$", "").alias("body")
     )
 
+    # Split on ", " (literal, fast); a piece without ": " continues the one before it
+    # (0.4.9's "#token: full=12, swa=3"), except at the start of a line.
     pieces = (
-        heads.select("row", pl.col("body").str.replace_all(FIELD_SPLIT_RE, SEP + "${1}"))
-        .with_columns(pl.col("body").str.split(SEP))
+        heads.select("row", pl.col("body").str.split(", "))
         .explode("body")
         .filter(pl.col("body") != "")
-        .with_columns(pl.col("body").str.split_exact(": ", 1).alias("kv"))
+    )
+    if pieces.select((~pl.col("body").str.contains(": ", literal=True)).any()).item():
+        pieces = (
+            pieces.with_columns(
+                pl.col("body").str.contains(": ", literal=True).cum_sum().alias("_g"))
+            .group_by("row", "_g", maintain_order=True)
+            .agg(pl.col("body").str.join(", "))
+            .drop("_g")
+        )
+    pieces = (
+        pieces.with_columns(pl.col("body").str.split_exact(": ", 1).alias("kv"))
         .unnest("kv")
         .rename({"field_0": "key", "field_1": "value"})
         .with_columns(pl.col("key").str.strip_chars(), pl.col("value").str.strip_chars())

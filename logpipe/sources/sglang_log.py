@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import polars as pl
@@ -106,6 +107,12 @@ class ParsedChunk:
     continuation: str | None = None
     """Text continuing the error event left open by the previous block."""
     noise: int = 0
+
+
+@lru_cache(maxsize=8192)
+def _attrs_json(kind: str, message: str) -> str:
+    """Event attrs as JSON; the same startup and lifecycle lines recur, so cache them."""
+    return json.dumps(event_attrs(kind, message), default=str)
 
 
 def _roll_days(df: pl.DataFrame, state: LogState) -> pl.DataFrame:
@@ -208,18 +215,20 @@ def parse_chunk(text: str, first_line_no: int, state: LogState, fallback_date: s
     for kind, msg, cont, line_no, rseq in zip(
         ev["kind"], ev["msg"], ev["cont"], ev["line_no"], ev["run_seq"], strict=True
     ):
-        a = event_attrs(kind, msg)
         if kind == "error" and cont:
+            a = event_attrs(kind, msg)
             tail = [t.strip() for t in cont.splitlines() if t.strip()]
             if tail:
                 a["exception"] = tail[-1][:500]
+            attrs.append(json.dumps(a, default=str))
+        else:
+            attrs.append(_attrs_json(kind, msg))
         if kind == "server_args":
             args = parse_server_args(msg)
             launches.append(Launch(rseq, line_no, args, msg))
             messages.append(redact_text(msg, args or {})[:MESSAGE_LIMIT])
         else:
             messages.append((msg + ("\n" + cont if cont else ""))[:MESSAGE_LIMIT])
-        attrs.append(json.dumps(a, default=str))
     events = ev.select("line_no", "ts", "run_seq", "kind").with_columns(
         pl.Series("message", messages, dtype=pl.String),
         pl.Series("attrs", attrs, dtype=pl.String),

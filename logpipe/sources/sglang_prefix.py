@@ -48,14 +48,35 @@ def clean(lines: pl.Expr) -> pl.Expr:
     )
 
 
+# The same prefix ending in SGLang's mandatory bracket, matched against the text up to the
+# first "] " only: most lines take this fast path (a short string, no message capture).
+HEAD_RE = PREFIX_RE.replace(r"(?P<msg>.*)$", "$").replace(
+    r"(?P<ranks>(?: [A-Za-z][A-Za-z_]*\d+)*)\] ?)?", r"(?P<ranks>(?: [A-Za-z][A-Za-z_]*\d+)*)\])")
+
+
 def split_prefixes(df: pl.DataFrame, raw: str = "raw") -> pl.DataFrame:
     """Add ``msg``, the wrapper fields, ``has_prefix`` and the rank columns to ``df``.
 
     ``has_prefix`` is true when any timestamp (SGLang's or a wrapper's) was found: lines
-    without one are continuation lines (tracebacks) or noise.
+    without one are continuation lines (tracebacks) or noise.  ``df`` needs a ``row``
+    column; the result is in ``row`` order.
     """
-    parts = clean(pl.col(raw)).str.extract_groups(PREFIX_RE).alias("_p")
-    out = df.with_columns(parts).unnest("_p")
+    base = df.with_columns(clean(pl.col(raw)).alias("_c")).with_columns(
+        pl.col("_c").str.find("] ", literal=True).alias("_pos"))
+    fast = (
+        base.filter(pl.col("_pos").is_not_null())
+        .with_columns(pl.col("_c").str.slice(0, pl.col("_pos") + 1).str.extract_groups(HEAD_RE)
+                      .alias("_p"))
+        .unnest("_p")
+        .filter(pl.col("stime").is_not_null())
+        .with_columns(pl.col("_c").str.slice(pl.col("_pos") + 2).alias("msg"))
+    )
+    slow = (
+        base.join(fast.select("row"), on="row", how="anti")
+        .with_columns(pl.col("_c").str.extract_groups(PREFIX_RE).alias("_p"))
+        .unnest("_p")
+    )
+    out = pl.concat([fast, slow], how="diagonal_relaxed").sort("row").drop("_c", "_pos")
     out = out.with_columns(
         pl.col("msg").str.replace(RAY_REPEAT_RE, ""),
         pl.col("ranks").str.strip_chars().replace("", None).alias("ranks"),
@@ -84,18 +105,16 @@ def timestamps(df: pl.DataFrame, fallback_date: str) -> pl.DataFrame:
     wrapper_date = pl.coalesce(pl.col("pyts").str.slice(0, 10), pl.col("wts").str.slice(0, 10))
     sdate = pl.coalesce(pl.col("sdate"), wrapper_date, pl.lit(fallback_date))
     sglang = pl.when(pl.col("stime").is_not_null()).then(
-        pl.concat_str(
-            [sdate, pl.lit(" "), pl.col("stime"), pl.lit("."), pl.col("sms").fill_null("0")]
-        )
+        pl.concat_str([sdate, pl.lit(" "), pl.col("stime"), pl.lit("."),
+                       pl.col("sms").fill_null("0")])
     )
     py = pl.col("pyts").str.replace(",", ".", literal=True).str.replace("T", " ", literal=True)
+    # docker prints UTC with nanoseconds: drop the zone, keep microseconds
     docker = (
-        pl.col("wts").str.replace(r"(Z|[+-]\d{2}:?\d{2})$", "").str.replace("T", " ", literal=True)
+        pl.col("wts").str.replace(r"(Z|[+-]\d{2}:?\d{2})$", "")
+        .str.replace(r"(\.\d{6})\d+$", "$1").str.replace("T", " ", literal=True)
     )
     text = pl.coalesce(sglang, py, docker)
-    # Fractions beyond microseconds (docker's nanoseconds) are cut to six digits.
-    text = text.str.replace(r"^(\S+ \d{2}:\d{2}:\d{2})(?:\.(\d{1,6})\d*)?$", "$1.${2}")
-    text = text.str.replace(r"\.$", ".0")
     return df.with_columns(
         text.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", time_unit="us", strict=False).alias("ts"),
         pl.when(pl.col("stime").is_not_null() & pl.col("sdate").is_null())
