@@ -15,7 +15,8 @@ it accepts (0.5.4–0.5.8 decode lines), then measures each tool as the median o
 - ``LC_ALL=C grep -c batch``, the scan-speed limit.
 
 Then re-ingest of the unchanged file, re-ingest after appending 1 MB, and ``logpipe
---help``.  Prints a table and writes ``benchmarks/RESULTS.md``.
+--help``.  Prints a table and writes ``benchmarks/RESULTS.md`` (a hand-written
+``## Analysis`` section at its end is kept).
 """
 
 from __future__ import annotations
@@ -220,7 +221,11 @@ def main() -> None:
                     "downloaded).")
     out = "\n".join(text) + "\n"
     print(out)
-    (HERE / f"RESULTS-{args.size}.md").write_text(out)
+    results_md = HERE / "RESULTS.md"
+    analysis = ""
+    if results_md.exists() and "\n## Analysis" in results_md.read_text():
+        analysis = "\n## Analysis" + results_md.read_text().split("\n## Analysis", 1)[1]
+    results_md.write_text(out + analysis)
 
 
 if __name__ == "__main__":

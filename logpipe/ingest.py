@@ -39,6 +39,7 @@ from logpipe.store import Store
 
 PARSER_VERSION = f"logpipe {__version__}"
 HEAD_HASH_BYTES = 4096
+TAIL_HASH_BYTES = 1 << 20
 GENERIC_STEMS = {
     "server", "log", "logs", "output", "out", "stdout", "stderr", "sglang", "launch",
     "server_log", "serve", "console", "run", "nohup", "sglang_server", "launch_server",
@@ -188,11 +189,31 @@ def _ingest_file(store: Store, path: Path, root: Path, options: EnvOptions,
     return res
 
 
-def _sha_of_prefix(path: Path, n: int) -> tuple[str, int]:
-    h = hashlib.sha256()
+def _window_sha(path: Path, end: int, size: int) -> str | None:
+    """SHA-256 of the ``size`` bytes before offset ``end`` (decompressed), or None when
+    the file is shorter."""
+    start = max(0, end - size)
     with open_binary(path) as fh:
-        got = read_exact(fh, n, h)
-    return h.hexdigest(), got
+        if fh.seekable() and not path.name.lower().endswith(COMPRESSED_SUFFIXES):
+            fh.seek(start)
+        elif read_exact(fh, start) != start:
+            return None
+        data = fh.read(end - start)
+    return hashlib.sha256(data).hexdigest() if len(data) == end - start else None
+
+
+def _same_prefix(path: Path, row: dict[str, Any]) -> bool:
+    """Does ``path`` still begin with the bytes ingested for ``row``?  Checked by the hash
+    of the first 4 KiB and of the last (up to) 1 MiB ingested, not by re-reading it all."""
+    n = int(row["bytes_ingested"] or 0)
+    if row.get("tail_sha256") is None:  # rows written before migration 0003
+        h = hashlib.sha256()
+        with open_binary(path) as fh:
+            got = read_exact(fh, n, h)
+        return got == n and h.hexdigest() == row["sha256"]
+    head = _window_sha(path, min(n, HEAD_HASH_BYTES), HEAD_HASH_BYTES)
+    return head == row["head_sha256"] and _window_sha(path, n, TAIL_HASH_BYTES) == \
+        row["tail_sha256"]
 
 
 def _ingest_log(store: Store, path: Path, key: str, kind: str, head: bytes,
@@ -201,15 +222,15 @@ def _ingest_log(store: Store, path: Path, key: str, kind: str, head: bytes,
     head_sha = hashlib.sha256(head[:HEAD_HASH_BYTES]).hexdigest()
     existing = store.source(key)
     status = "new"
+    if (existing is not None and existing["size_bytes"] == stat.st_size
+            and existing["mtime"] == datetime.fromtimestamp(stat.st_mtime)):
+        return FileResult(key, "unchanged", kind=kind)  # same size and mtime: not re-read
     if existing is None:
         for other in store.sources_with_head(head_sha):
-            digest, got = _sha_of_prefix(path, other["bytes_ingested"])
-            if got != other["bytes_ingested"] or digest != other["sha256"]:
+            if not _same_prefix(path, other):
                 continue
             old = Path(other["path"])
-            still_there = old.exists() and _sha_of_prefix(old, other["bytes_ingested"]) == (
-                other["sha256"], other["bytes_ingested"])
-            if still_there:
+            if old.exists() and _same_prefix(old, other):
                 return FileResult(key, "duplicate", kind=kind,
                                   detail=f"same content as {other['path']}")
             store.move_source(other["path"], key)
@@ -218,22 +239,24 @@ def _ingest_log(store: Store, path: Path, key: str, kind: str, head: bytes,
             break
 
     hasher = hashlib.sha256()
+    previous_sha: str | None = None
     state = LogState()
     offset = 0
     fh = open_binary(path)
     try:
         if existing is not None:
-            n = int(existing["bytes_ingested"] or 0)
-            got = read_exact(fh, n, hasher)
-            if got == n and hasher.hexdigest() == existing["sha256"]:
+            if _same_prefix(path, existing):
+                n = int(existing["bytes_ingested"] or 0)
                 state = LogState.from_json(existing["state"])
                 offset = n
+                previous_sha = existing["sha256"]
+                if fh.seekable() and not path.name.lower().endswith(COMPRESSED_SUFFIXES):
+                    fh.seek(n)
+                else:
+                    read_exact(fh, n)
                 if status == "new":
                     status = "appended"
             else:
-                fh.close()
-                fh = open_binary(path)
-                hasher = hashlib.sha256()
                 store.delete_source(key)
                 existing = None
                 status = "rewritten"
@@ -243,10 +266,12 @@ def _ingest_log(store: Store, path: Path, key: str, kind: str, head: bytes,
         rejected = int(existing["rejected"] or 0) if existing else 0
         noise = int(existing["noise_lines"] or 0) if existing else 0
         lines_before = state.lines
+        tail = b""
         if progress and offset:
             progress(min(offset, stat.st_size))
         for block in line_blocks(fh):
             hasher.update(block)
+            tail = (tail + block)[-TAIL_HASH_BYTES:]
             offset += len(block)
             text = block.decode("utf-8", errors="replace")
             chunk = parse_chunk(text, state.lines + 1, state, fallback_date)
@@ -261,11 +286,19 @@ def _ingest_log(store: Store, path: Path, key: str, kind: str, head: bytes,
         fh.close()
     if res.lines == 0 and status == "appended":
         res.status = "unchanged"
+    if existing is not None and res.lines == 0:
+        tail_sha, sha = existing["tail_sha256"], existing["sha256"]
+    else:
+        tail_sha = (hashlib.sha256(tail).hexdigest() if len(tail) >= min(offset, TAIL_HASH_BYTES)
+                    else _window_sha(path, offset, TAIL_HASH_BYTES))
+        # the first ingest hashes everything; each append chains the hash of its own bytes
+        sha = hasher.hexdigest() if previous_sha is None else hashlib.sha256(
+            (previous_sha + hasher.hexdigest()).encode()).hexdigest()
     store.upsert_source({
         "path": key,
         "kind": kind,
         "size_bytes": stat.st_size,
-        "sha256": hasher.hexdigest(),
+        "sha256": sha,
         "bytes_ingested": offset,
         "lines": state.lines,
         "rejected": rejected,
@@ -273,6 +306,7 @@ def _ingest_log(store: Store, path: Path, key: str, kind: str, head: bytes,
         "ingested_at": datetime.now(),
         "parser_version": PARSER_VERSION,
         "head_sha256": head_sha,
+        "tail_sha256": tail_sha,
         "mtime": datetime.fromtimestamp(stat.st_mtime),
         "state": state.to_json(),
     })

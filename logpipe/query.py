@@ -38,15 +38,17 @@ def run_sql(db: str | Path, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]
 
 
 def resolve_run(store: Store, ref: str) -> str:
-    """A run id from a name, an id or a unique id prefix."""
-    rows = store.all("SELECT run_id FROM runs WHERE name = ? OR run_id = ?", [ref, ref])
+    """A run id from a name, an id or a unique prefix of an id or a name."""
+    rows = store.all("SELECT run_id, name FROM runs WHERE name = ? OR run_id = ?", [ref, ref])
     if not rows:
-        rows = store.all("SELECT run_id FROM runs WHERE starts_with(run_id, ?)", [ref])
+        rows = store.all("SELECT run_id, name FROM runs WHERE starts_with(run_id, ?) "
+                         "OR starts_with(name, ?) ORDER BY name", [ref, ref])
     if len(rows) == 1:
         return str(rows[0][0])
-    names = [r[0] for r in store.all("SELECT name FROM runs ORDER BY name LIMIT 20")]
     if not rows:
+        names = [r[0] for r in store.all("SELECT name FROM runs ORDER BY name LIMIT 20")]
         raise RunNotFoundError(f"no run named {ref!r}",
                                hint="known runs: " + (", ".join(names) or "none"))
-    raise RunNotFoundError(f"run reference {ref!r} is ambiguous",
-                           hint="use the full run id or the name")
+    listed = ", ".join(f"{name} ({rid})" for rid, name in rows[:20])
+    raise RunNotFoundError(f"run reference {ref!r} is ambiguous: {len(rows)} runs match",
+                           hint=f"candidates: {listed}")

@@ -94,6 +94,15 @@ def test_unknown_run_and_ambiguous_prefix(sample_db: Path) -> None:
     assert result.stderr.startswith("Error: no run named 'nope'")
     one = runner.invoke(app, ["compare", "--run", "plain", "--db", str(sample_db)])
     assert one.exit_code == 2
+    ambiguous = runner.invoke(app, ["compare", "--run", "baseline-untuned", "--run",
+                                    "eagle3-steps", "--db", str(sample_db)])
+    assert ambiguous.exit_code == 2
+    assert ambiguous.stderr.startswith("Error: run reference 'eagle3-steps' is ambiguous: "
+                                       "6 runs match")
+    assert "Hint: candidates: eagle3-steps1 (" in ambiguous.stderr
+    unique = runner.invoke(app, ["compare", "--run", "baseline-untuned", "--run",
+                                 "eagle3-unt", "--db", str(sample_db)])
+    assert unique.exit_code == 0
 
 
 def _generator():  # type: ignore[no-untyped-def]
