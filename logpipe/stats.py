@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy import stats as sps
@@ -80,7 +81,12 @@ def _iqr(x: np.ndarray) -> float:
     return float(q3 - q1)
 
 
-def compare_samples(a: np.ndarray | list[float], b: np.ndarray | list[float], *,
+def _finite(x: np.ndarray | list[float]) -> np.ndarray:
+    arr = np.asarray(x, dtype=float)
+    return arr[np.isfinite(arr)]
+
+
+def compare_samples(a: Any, b: Any, *,
                     higher_is_better: bool | None, alpha: float = 0.05,
                     threshold: float = 0.03) -> Test:
     """Verdict on ``b`` (candidate) against ``a`` (reference).
@@ -88,10 +94,8 @@ def compare_samples(a: np.ndarray | list[float], b: np.ndarray | list[float], *,
     ``higher_is_better`` None: the metric has no good direction; a significant change is
     reported as ``info``.
     """
-    a = np.asarray(a, dtype=float)
-    b = np.asarray(b, dtype=float)
-    a = a[np.isfinite(a)]
-    b = b[np.isfinite(b)]
+    a = _finite(a)
+    b = _finite(b)
     n, m = len(a), len(b)
     med_a = float(np.median(a)) if n else None
     med_b = float(np.median(b)) if m else None

@@ -111,11 +111,11 @@ def sweep(db: str, by: str, where: str | None = None, threshold: float = 0.03,
 def _group(store: Store, key: str, members: list[tuple[str, str, str | None, str]],
            threshold: float, alpha: float) -> SweepGroup:
     runs = {rid: load_run(store, rid) for rid, _, _, _ in members}
-    strata = Counter()
+    strata: Counter[int] = Counter()
     for r in runs.values():
         for s, x in r.decode.items():
             strata[s] += len(x)
-    stratum = strata.most_common(1)[0][0] if strata else None
+    stratum = strata.most_common(1)[0][0] if strata else -1
     speculative_key = key.startswith("arg.speculative")
     base_ids = [rid for rid, _, v, role in members
                 if speculative_key and role == "baseline"]
@@ -139,7 +139,8 @@ def _group(store: Store, key: str, members: list[tuple[str, str, str | None, str
         be = acc * base_med / med if acc and base_med and med else None
         points.append(SweepPoint(v, [runs[r].name for r in ids], len(x), med, lo, hi, acc, be,
                                  med / base_med - 1 if med and base_med else None))
-    group = SweepGroup(key, stratum, [runs[r].name for r in base_ids], base_med, points)
+    group = SweepGroup(key, stratum if stratum >= 0 else None,
+                       [runs[r].name for r in base_ids], base_med, points)
     scored = [p for p in points if p.median is not None]
     if not scored:
         group.verdict = "insufficient data"

@@ -208,15 +208,15 @@ def build_report(db: str | Path, out: str | Path, refs: list[str] | None = None,
         comps = compare(str(db), names, Options())
         rows = []
         for c in comps:
-            d = comparison_dict(c)
-            for m in d["metrics"]:
+            cd = comparison_dict(c)
+            for m in cd["metrics"]:
                 rows.append([c.candidate, c.verdict, m["metric"]
                              + (f" @{m['stratum_running_req']}" if m["stratum_running_req"]
                                 is not None else ""),
                              m["n"], [None if v is None else round(v, 2) for v in m["median"]],
                              None if m["ratio"] is None else round(m["ratio"], 3),
                              m["verdict"], m["detail"]])
-            if not d["metrics"]:
+            if not cd["metrics"]:
                 rows.append([c.candidate, c.verdict, "", "", "", "", "", "; ".join(c.notes)])
         sections.append((f"Comparisons against {names[0]}", _table(
             ["candidate", "verdict", "metric", "n", "medians", "ratio", "metric verdict",
@@ -256,11 +256,11 @@ def build_report(db: str | Path, out: str | Path, refs: list[str] | None = None,
         f"{_e(datetime.now().isoformat(timespec='seconds'))} by logpipe {_e(__version__)} "
         f"from {_e(db)}.</p>",
     ]
-    for i, (fid, fig) in enumerate(figures):
+    for k, (fid, fig) in enumerate(figures):
         parts.append(f"<div id='fig-{fid}' class='logpipe-figure'></div>")
         parts.append(f"<script>Plotly.newPlot('fig-{fid}', {_safe_json(fig['data'])}, "
                      f"{_safe_json(fig['layout'])}, {{responsive: true}});</script>")
-        if i == 1:
+        if k == 1:
             parts += [f"<h2>{_e(title)}</h2>{body}" for title, body in sections]
     parts.append("</body></html>")
     Path(out).write_text("\n".join(parts), encoding="utf-8")

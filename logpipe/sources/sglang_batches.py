@@ -174,6 +174,7 @@ def parse_batches(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     for col, dtype in COLUMNS.items():
         if col == "graph_label":
             continue
+        cast: pl.Expr
         if col == "cuda_graph":
             raw = raw_of[col]
             cast = pl.when(raw == "True").then(True).when(raw == "False").then(False)
