@@ -77,6 +77,8 @@ def ingest(
         "--tag", help="key=value tag for every run ingested (repeatable).")] = None,
     tiers: Annotated[Path | None, typer.Option(
         "--tiers", help="TOML file of tier rules tried before schemas/tiers.toml.")] = None,
+    run: Annotated[str | None, typer.Option(
+        "--run", help="Link the benchmark files of this ingest to this run.")] = None,
 ) -> None:
     """Detect and parse every file under PATHS into the database, idempotently.
 
@@ -103,7 +105,8 @@ def ingest(
 
     try:
         result = ingest_paths(paths, db, env=env_pairs, tags=tag_pairs, tiers_file=tiers,
-                              on_total=on_total, progress=lambda n: progress.advance(task, n))
+                              bench_run=run, on_total=on_total,
+                              progress=lambda n: progress.advance(task, n))
     except LogpipeError as exc:
         _fail(exc)
     finally:

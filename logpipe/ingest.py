@@ -33,7 +33,8 @@ from logpipe.env import RunEnv, Tiers, build_env, discover, is_manifest_name, lo
 from logpipe.errors import InputError, LogpipeError
 from logpipe.readers import line_blocks, open_binary, read_exact, read_head
 from logpipe.server_args import redact, redact_text
-from logpipe.sources import HEAD_BYTES, detect
+from logpipe.sources import HEAD_BYTES, bench, detect
+from logpipe.sources.sglang_log import NAME as SGLANG
 from logpipe.sources.sglang_log import Launch, LogState, ParsedChunk, parse_chunk
 from logpipe.store import Store
 
@@ -67,6 +68,8 @@ class IngestResult:
     db: str
     files: list[FileResult] = field(default_factory=list)
     seconds: float = 0.0
+    unlinked: list[str] = field(default_factory=list)
+    """Benchmark records (``path:line``) not linked to any server run."""
 
     def count(self, status: str) -> int:
         return sum(1 for f in self.files if f.status == status)
@@ -133,6 +136,8 @@ class EnvOptions:
     env: dict[str, str] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
     tiers: Tiers | None = None
+    bench_run: str | None = None
+    """Run that benchmark files of this ingest measured (``--run``)."""
 
 
 def ingest_paths(
@@ -142,6 +147,7 @@ def ingest_paths(
     env: dict[str, str] | None = None,
     tags: dict[str, str] | None = None,
     tiers_file: Path | None = None,
+    bench_run: str | None = None,
     progress: Progress | None = None,
     on_total: Callable[[int], None] | None = None,
 ) -> IngestResult:
@@ -152,7 +158,7 @@ def ingest_paths(
     """
     started = time.perf_counter()
     db_path = Path(db)
-    options = EnvOptions(dict(env or {}), dict(tags or {}), Tiers.load(tiers_file))
+    options = EnvOptions(dict(env or {}), dict(tags or {}), Tiers.load(tiers_file), bench_run)
     files = walk([Path(p) for p in paths], exclude=[db_path])
     if on_total is not None:
         on_total(sum(f.stat().st_size for f, _ in files))
@@ -160,6 +166,8 @@ def ingest_paths(
     with Store.open(db_path) as store:
         for path, root in files:
             result.files.append(_ingest_file(store, path, root, options, progress))
+        with store.transaction():
+            result.unlinked = link_bench(store)
     result.seconds = time.perf_counter() - started
     return result
 
@@ -178,9 +186,14 @@ def _ingest_file(store: Store, path: Path, root: Path, options: EnvOptions,
         return FileResult(key, "skipped", detail="not a recognised format")
     try:
         with store.transaction():
-            res = _ingest_log(store, path, key, source.name, head, progress)
-            if res.status != "duplicate":
-                attach_env(store, key, discover(path, root), options)
+            if source.name == SGLANG:
+                res = _ingest_log(store, path, key, source.name, head, progress)
+                if res.status != "duplicate":
+                    attach_env(store, key, discover(path, root), options)
+            else:
+                res = _ingest_records(store, path, key, source.name, options)
+                if progress:
+                    progress(path.stat().st_size)
     except LogpipeError as exc:
         return FileResult(key, "failed", kind=source.name, detail=str(exc))
     except Exception as exc:  # noqa: BLE001 - any failure of one file must not stop the rest
@@ -468,3 +481,87 @@ def attach_env(store: Store, key: str, manifests: list[Path], options: EnvOption
         ]
         if rows:
             store.con.executemany("INSERT INTO run_env VALUES (?, ?, ?, ?, ?, ?)", rows)
+
+
+def _ingest_records(store: Store, path: Path, key: str, kind: str,
+                    options: EnvOptions) -> FileResult:
+    """Small record files (benchmark results): parsed whole, replaced whole on change."""
+    stat = path.stat()
+    with open_binary(path) as fh:
+        data = fh.read()
+    sha = hashlib.sha256(data).hexdigest()
+    existing = store.source(key)
+    explicit = None
+    if options.bench_run:
+        from logpipe.query import resolve_run
+
+        explicit = resolve_run(store, options.bench_run)
+    if existing is not None and existing["sha256"] == sha and explicit is None:
+        return FileResult(key, "unchanged", kind=kind)
+    status = "new" if existing is None else "rewritten"
+    if existing is not None:
+        store.delete_source(key)
+    text = data.decode("utf-8", errors="replace")
+    rejects: list[tuple[int, str, str]] = []
+    if kind == bench.CONSOLE.name:
+        rows = bench.parse_console(text)
+    else:
+        rows, rejects = bench.parse_jsonl(text)
+    frame = pl.DataFrame([{"line_no": n, **r} for n, r in rows], infer_schema_length=None)
+    if explicit is not None and frame.height:
+        frame = frame.with_columns(pl.lit(explicit).alias("run_id"),
+                                   pl.lit("explicit").alias("link_method"))
+    res = FileResult(key, status, kind=kind)
+    res.rows["bench_results"] = store.insert("bench_results", frame, source_path=key)
+    rej = pl.DataFrame(rejects, schema={"line_no": pl.Int64, "reason": pl.String,
+                                        "raw": pl.String}, orient="row")
+    res.rows["rejects"] = store.insert("rejects", rej, source_path=key)
+    lines = text.count("\n")
+    res.lines = lines
+    store.upsert_source({
+        "path": key, "kind": kind, "size_bytes": stat.st_size, "sha256": sha,
+        "bytes_ingested": len(data), "lines": lines, "rejected": len(rejects),
+        "noise_lines": 0, "ingested_at": datetime.now(), "parser_version": PARSER_VERSION,
+        "head_sha256": hashlib.sha256(data[:HEAD_HASH_BYTES]).hexdigest(),
+        "tail_sha256": hashlib.sha256(data[-TAIL_HASH_BYTES:]).hexdigest(),
+        "mtime": datetime.fromtimestamp(stat.st_mtime), "state": None,
+    })
+    return res
+
+
+def link_bench(store: Store) -> list[str]:
+    """Link benchmark records to the server run they measured; returns the unlinked ones.
+
+    Explicit links (``--run``) are kept.  Otherwise: the only run whose log lies in the
+    same folder (``same folder``), else the run in that folder whose time span contains
+    the benchmark file's modification time (``time window``).
+    """
+    records = store.all(
+        "SELECT b.source_path, b.line_no, s.mtime FROM bench_results b "
+        "JOIN sources s ON s.path = b.source_path "
+        "WHERE b.link_method IS DISTINCT FROM 'explicit'")
+    runs = store.all("SELECT run_id, source_path, started_at, ended_at FROM runs")
+    by_folder: dict[str, list[tuple[str, Any, Any]]] = {}
+    for run_id, src, start, end in runs:
+        by_folder.setdefault(str(Path(src).parent), []).append((run_id, start, end))
+    unlinked = []
+    for src, line_no, mtime in records:
+        candidates = by_folder.get(str(Path(src).parent), [])
+        run_id, method = None, None
+        if len(candidates) == 1:
+            run_id, method = candidates[0][0], "same folder"
+        else:
+            inside = [c for c in candidates if c[1] is not None and c[2] is not None
+                      and c[1] <= mtime <= c[2]]
+            if len(inside) == 1:
+                run_id, method = inside[0][0], "time window"
+        store.con.execute("UPDATE bench_results SET run_id = ?, link_method = ? "
+                          "WHERE source_path = ? AND line_no = ?", [run_id, method, src, line_no])
+        if run_id is None:
+            unlinked.append(f"{src}:{line_no}")
+    # server_info names the SGLang release the benchmark ran against (0.5.5+)
+    store.con.execute(
+        "UPDATE runs SET engine_version = v.version FROM (SELECT run_id, "
+        "min(sglang_version) AS version FROM bench_results WHERE sglang_version IS NOT NULL "
+        "GROUP BY run_id) v WHERE runs.run_id = v.run_id AND runs.engine_version IS NULL")
+    return sorted(unlinked)

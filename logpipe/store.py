@@ -24,7 +24,7 @@ import polars as pl
 from logpipe.errors import DatabaseError, QueryError
 
 DEFAULT_DB = "logpipe.duckdb"
-DATA_TABLES = ("batches", "events", "http_requests", "rejects")
+DATA_TABLES = ("batches", "events", "http_requests", "rejects", "bench_results")
 
 
 def schemas_dir() -> Path:

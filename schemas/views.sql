@@ -179,3 +179,21 @@ SELECT r.run_id, r.name, r.spec_algorithm, r.env_complete,
        END AS nearest_differences
 FROM runs r
 WHERE r.role = 'speculative';
+
+-- A linked benchmark next to the server log of the run it measured: the log's steady
+-- decode throughput, the benchmark's output throughput and the throughput implied by its
+-- median TPOT (concurrency × 1000 / TPOT ms), with the gaps.
+CREATE OR REPLACE VIEW bench_vs_log AS
+SELECT r.name AS run, b.source_path, b.line_no, b.tool, b.link_method, b.max_concurrency,
+       s.steady_gen_throughput AS log_steady_tps,
+       b.output_throughput AS bench_output_tps,
+       CASE WHEN b.median_tpot_ms > 0
+            THEN coalesce(b.max_concurrency, 1) * 1000.0 / b.median_tpot_ms END
+         AS tpot_implied_tps,
+       b.output_throughput / s.steady_gen_throughput - 1 AS bench_gap,
+       CASE WHEN b.median_tpot_ms > 0
+            THEN coalesce(b.max_concurrency, 1) * 1000.0 / b.median_tpot_ms
+                 / s.steady_gen_throughput - 1 END AS tpot_gap
+FROM bench_results b
+JOIN runs r USING (run_id)
+LEFT JOIN run_summary s USING (run_id);

@@ -574,6 +574,92 @@ WRAPPERS = ("plain", "ray", "ray-local", "docker-timestamps", "docker-desktop",
             "kubectl-indented", "pylogging-brackets", "pylogging-pid", "no-timestamp", "crlf")
 
 
+# ------------------------------------------------------------------------ benchmarks
+
+def bench_record(era: str, output_tps: float, tpot_ms: float, accept: float | None = None,
+                 concurrency: int = 1, prompts: int = 8) -> dict[str, Any]:
+    """One bench_serving JSONL record with the keys of ``era`` (reference §5.1)."""
+    out_tokens = prompts * 1024
+    duration = out_tokens / output_tps
+    e2e = duration / prompts * 1000
+    ttft = e2e - tpot_ms * 1023
+    rec: dict[str, Any] = {
+        "backend": "sglang", "dataset_name": "random", "request_rate": float("inf"),
+    }
+    if era == "0.2.15":
+        rec.update(total_input_tokens=prompts * 1024, total_output_tokens=out_tokens,
+                   total_output_tokens_retokenized=out_tokens, mean_e2e_latency_ms=e2e,
+                   median_e2e_latency_ms=e2e, median_ttft_ms=ttft, median_itl_ms=tpot_ms,
+                   output_throughput=output_tps, sharegpt_output_len=None,
+                   random_input_len=1024, random_output_len=1024, random_range_ratio=0.0,
+                   duration=duration, completed=prompts)
+        rec["request_rate"] = 128.0
+        return rec
+    rec.update(max_concurrency=concurrency, sharegpt_output_len=None, random_input_len=1024,
+               random_output_len=1024, random_range_ratio=0.0, duration=duration,
+               completed=prompts, total_input_tokens=prompts * 1024,
+               total_output_tokens=out_tokens, total_output_tokens_retokenized=out_tokens,
+               request_throughput=prompts / duration,
+               input_throughput=prompts * 1024 / duration, output_throughput=output_tps)
+    for name, value in (("e2e_latency", e2e), ("ttft", ttft), ("tpot", tpot_ms),
+                        ("itl", tpot_ms)):
+        rec.update({f"mean_{name}_ms": value * 1.01, f"median_{name}_ms": value,
+                    f"std_{name}_ms": value * 0.05, f"p99_{name}_ms": value * 1.3})
+    rec.update(concurrency=float(concurrency), p95_itl_ms=tpot_ms * 1.2,
+               accept_length=accept)
+    if era == "0.4.5":
+        return rec
+    rec.update(total_input_text_tokens=prompts * 1024, total_input_vision_tokens=0,
+               tag=None, total_throughput=(prompts * 2048) / duration,
+               max_output_tokens_per_s=output_tps * 1.1, max_concurrent_requests=concurrency,
+               p90_e2e_latency_ms=e2e * 1.1)
+    rec["server_info"] = {"version": era, "model_path": MISSION_MODEL, "tp_size": 8,
+                          "ep_size": 8, "api_key": None,
+                          "internal_states": [{"avg_spec_accept_length": accept,
+                                               "last_gen_throughput": output_tps}]}
+    return rec
+
+
+def bench_console(rec: dict[str, Any]) -> str:
+    """The console summary bench_serving prints for ``rec`` (0.5.x layout)."""
+    def row(label: str, value: Any) -> str:
+        text = f"{value:.2f}" if isinstance(value, float) else str(value)
+        return f"{label:<40} {text:<10}"
+
+    lines = ["#Input tokens: 8192", "#Output tokens: 8192",
+             "{:=^50}".format(" Serving Benchmark Result "),
+             row("Backend:", rec["backend"]),
+             row("Traffic request rate:", "inf"),
+             row("Max request concurrency:", rec["max_concurrency"]),
+             row("Successful requests:", rec["completed"]),
+             row("Benchmark duration (s):", rec["duration"]),
+             row("Total input tokens:", rec["total_input_tokens"]),
+             row("Total generated tokens:", rec["total_output_tokens"]),
+             row("Request throughput (req/s):", rec["request_throughput"]),
+             row("Input token throughput (tok/s):", rec["input_throughput"]),
+             row("Output token throughput (tok/s):", rec["output_throughput"]),
+             row("Total token throughput (tok/s):", rec["total_throughput"]),
+             row("Concurrency:", rec["concurrency"]),
+             row("Accept length:", rec["accept_length"]),
+             "{s:{c}^{n}}".format(s="End-to-End Latency", n=50, c="-"),
+             row("Mean E2E Latency (ms):", rec["mean_e2e_latency_ms"]),
+             row("Median E2E Latency (ms):", rec["median_e2e_latency_ms"]),
+             "{s:{c}^{n}}".format(s="Time to First Token", n=50, c="-"),
+             row("Mean TTFT (ms):", rec["mean_ttft_ms"]),
+             row("Median TTFT (ms):", rec["median_ttft_ms"]),
+             row("P99 TTFT (ms):", rec["p99_ttft_ms"]),
+             "{s:{c}^{n}}".format(s="Time per Output Token (excl. 1st token)", n=50, c="-"),
+             row("Mean TPOT (ms):", rec["mean_tpot_ms"]),
+             row("Median TPOT (ms):", rec["median_tpot_ms"]),
+             row("P99 TPOT (ms):", rec["p99_tpot_ms"]),
+             "{s:{c}^{n}}".format(s="Inter-Token Latency", n=50, c="-"),
+             row("Mean ITL (ms):", rec["mean_itl_ms"]),
+             row("Median ITL (ms):", rec["median_itl_ms"]),
+             row("P99 ITL (ms):", rec["p99_itl_ms"]),
+             "=" * 50]
+    return "\n".join(lines) + "\n"
+
+
 # --------------------------------------------------------------------------- write
 
 def generate(out: Path) -> list[Path]:
@@ -599,6 +685,15 @@ def generate(out: Path) -> list[Path]:
                                  ("eagle3-untuned", False, True, "2026-05-04T12:58:40+00:00")):
         files[f"mission/{run}/env.json"] = (
             json.dumps(mission_manifest(tuned, spec, at), indent=2) + "\n").encode()
+    # benchmarks: JSONL of three eras, and a console capture
+    files["mission/baseline-untuned/bench_serving.jsonl"] = (json.dumps(
+        bench_record("0.5.12", 61.2, 1000 / 62.9)) + "\n").encode()
+    files["mission/eagle3-untuned/bench_serving.txt"] = bench_console(
+        bench_record("0.5.12", 73.8, 1000 / 75.9, accept=2.1)).encode()
+    files["eras/bench_serving_v0.2.15.jsonl"] = "".join(
+        json.dumps(bench_record("0.2.15", 80.0 - i, 12.5)) + "\n" for i in range(2)).encode()
+    files["eras/bench_serving_v0.4.5.jsonl"] = (json.dumps(
+        bench_record("0.4.5", 140.0, 6.7, accept=2.4)) + "\n").encode()
     # the mission's trap on a second model: its only baseline was measured tuned
     small = "Qwen/Qwen3-30B-A3B-Instruct-2507"
     put("unpaired/qwen3-30b-baseline-tuned/server.log",

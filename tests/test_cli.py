@@ -33,25 +33,30 @@ def test_readme_opens_with_the_two_setup_commands() -> None:
 
 
 def test_readme_main_command_runs_as_shown(tmp_path: Path) -> None:
-    """Run the README's first line (after its pip step) in a scratch folder."""
+    """Run the README's first line (after its pip step) in a scratch folder: the output is
+    what the README shows (`python scripts/refresh_readme.py` keeps it so)."""
     install, _ = readme_commands()
     steps = install.split(" && ")[1:]
     (tmp_path / "sample_logs").symlink_to(SAMPLES)
-    out = ""
+    outputs = []
     for step in steps:
         # the installed console script is this interpreter's `-m logpipe.cli`
         cmd = step.replace("logpipe ", f"{sys.executable} -m logpipe.cli ", 1)
         proc = subprocess.run(cmd, shell=True, cwd=tmp_path, capture_output=True, text=True,
                               env={"TZ": "UTC", "PATH": "/usr/bin:/bin"}, timeout=120)
         assert proc.returncode == 0, proc.stderr
-        out += proc.stdout
+        outputs.append(proc.stdout)
     assert (tmp_path / "logpipe.duckdb").exists()
-    assert "33 file(s) (32 new, 1 skipped)" in out
-    assert re.search(r"│ decode\s+│ 1466\s+│", out)
-    assert re.search(r"│ prefill\s+│ 199\s+│", out)
     readme = (ROOT / "README.md").read_text()
-    assert "│ decode  │ 1466         │" in readme  # the README shows this very output
-    assert "33 file(s) (32 new, 1 skipped)" in readme
+    ingest_out, sql_out = outputs
+    assert re.search(r"\(\d+ new, 1 skipped\)", ingest_out)
+    assert re.search(r"│ decode\s+│ \d+\s+│", sql_out)
+    for line in ingest_out.splitlines():
+        if line.startswith("  unlinked"):  # absolute paths differ between checkouts
+            line = line.split(":")[0]
+        if not line.startswith("  time:"):
+            assert line in readme, line
+    assert sql_out in readme
 
 
 def test_ingest_summary_and_exit_code(tmp_path: Path) -> None:

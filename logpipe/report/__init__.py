@@ -68,6 +68,16 @@ def rows_text(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str,
     return out + f"({len(rows)} row{'s' if len(rows) != 1 else ''})\n"
 
 
+def _display(path: str) -> str:
+    """``path`` relative to the current folder when it lies inside it."""
+    from pathlib import Path
+
+    try:
+        return str(Path(path).relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return path
+
+
 def ingest_summary(result: IngestResult) -> str:
     """A few lines saying what an ingest did."""
     statuses = ["new", "appended", "rewritten", "moved", "unchanged", "duplicate", "skipped",
@@ -84,9 +94,16 @@ def ingest_summary(result: IngestResult) -> str:
         f"  noise: {sum(f.noise for f in result.files)} line(s) counted in sources",
         f"  time: {result.seconds:.2f} s",
     ]
+    if result.rows("bench_results"):
+        lines.insert(3, f"  benchmark records: {result.rows('bench_results')}")
     for f in result.files:
         if f.status in ("failed", "duplicate"):
-            lines.append(f"  {f.status}: {f.path}: {f.detail}")
+            lines.append(f"  {f.status}: {_display(f.path)}: {f.detail}")
+    if result.unlinked:
+        lines.append(f"  unlinked benchmark records ({len(result.unlinked)}): "
+                     + ", ".join(_display(u) for u in result.unlinked[:5])
+                     + (" ..." if len(result.unlinked) > 5 else "")
+                     + " (link them with `logpipe ingest FILE --run NAME`)")
     return "\n".join(lines) + "\n"
 
 

@@ -52,4 +52,4 @@ def detect(head: str) -> Source | None:
 
 
 def _load_builtins() -> None:
-    from logpipe.sources import sglang_log  # noqa: F401  (registers itself)
+    from logpipe.sources import bench, sglang_log  # noqa: F401  (they register themselves)

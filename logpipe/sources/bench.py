@@ -1,0 +1,181 @@
+"""Benchmark outputs: ``bench_serving`` JSONL of every era (17 to 49 keys, one line per
+run appended, ``server_info`` nested from 0.5.5) and its console summary ("Serving
+Benchmark Result", including the misspelled ``Max reqeuest concurrency`` of 0.4.0–0.4.6),
+plus the JSONL of ``bench_one_batch``, ``bench_one_batch_server`` and
+``bench_offline_throughput`` (reference §5).
+
+Files are small: they are parsed whole, kept whole (every key in ``extra``) and replaced
+whole when they change.  A line that is not a JSON object is a reject.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from logpipe.server_args import redact
+from logpipe.sources import Source, register
+
+NUMERIC = {
+    "request_rate": float, "max_concurrency": int, "completed": int, "num_prompts": int,
+    "duration_s": float, "total_input_tokens": int, "total_output_tokens": int,
+    "request_throughput": float, "input_throughput": float, "output_throughput": float,
+    "total_throughput": float, "mean_ttft_ms": float, "median_ttft_ms": float,
+    "p99_ttft_ms": float, "mean_tpot_ms": float, "median_tpot_ms": float, "p99_tpot_ms": float,
+    "mean_itl_ms": float, "median_itl_ms": float, "p99_itl_ms": float,
+    "mean_e2e_latency_ms": float, "median_e2e_latency_ms": float, "p99_e2e_latency_ms": float,
+    "accept_length": float,
+}
+RENAMES = {"duration": "duration_s", "total_latency": "duration_s",
+           "successful_requests": "completed", "acc_length": "accept_length"}
+
+
+def tool_of(record: dict[str, Any]) -> str | None:
+    keys = set(record)
+    if {"backend", "completed"} <= keys or {"backend", "output_throughput", "duration"} <= keys:
+        return "bench_serving"
+    if {"run_name", "batch_size", "prefill_latency"} <= keys:
+        return "bench_one_batch"
+    if {"run_name", "batch_size", "latency"} <= keys:
+        return "bench_one_batch_server"
+    if {"successful_requests", "total_latency"} <= keys:
+        return "bench_offline_throughput"
+    return None
+
+
+def _first_json(head: str) -> dict[str, Any] | None:
+    line = head.lstrip().split("\n", 1)[0]
+    if not line.startswith("{"):
+        return None
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def sniff_jsonl(head: str) -> bool:
+    obj = _first_json(head)
+    return obj is not None and tool_of(obj) is not None
+
+
+BANNER_RE = re.compile(r"^=+ Serving Benchmark Result =+$", re.M)
+
+
+def sniff_console(head: str) -> bool:
+    return BANNER_RE.search(head) is not None
+
+
+JSONL = register(Source(
+    name="bench_jsonl",
+    description="bench_serving / bench_one_batch(_server) / bench_offline_throughput JSONL",
+    sniff=sniff_jsonl,
+    samples=("mission/baseline-untuned/bench_serving.jsonl", "eras/bench_serving_v0.2.15.jsonl",
+             "eras/bench_serving_v0.4.5.jsonl"),
+    specificity=20,
+))
+CONSOLE = register(Source(
+    name="bench_console",
+    description="bench_serving console summary (Serving Benchmark Result)",
+    sniff=sniff_console,
+    samples=("mission/eagle3-untuned/bench_serving.txt",),
+    specificity=30,
+))
+
+
+def normalise(record: dict[str, Any], tool: str, fmt: str) -> dict[str, Any]:
+    """A record as a row of ``bench_results`` (minus location and link)."""
+    row: dict[str, Any] = {"tool": tool, "format": fmt}
+    for key, value in record.items():
+        col = RENAMES.get(key, key)
+        if col in NUMERIC and value is not None:
+            try:
+                row[col] = NUMERIC[col](value)
+            except (TypeError, ValueError):
+                pass
+        elif col in ("backend", "dataset_name"):
+            row[col] = None if value is None else str(value)
+    info = record.get("server_info")
+    if isinstance(info, dict):
+        row["sglang_version"] = info.get("version")
+        row["server_info"] = json.dumps(redact(info), default=str)
+    safe = {k: v for k, v in record.items() if k not in ("server_info", "generated_texts")}
+    row["extra"] = json.dumps(redact(safe), default=str)
+    return row
+
+
+def parse_jsonl(text: str) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple[int, str, str]]]:
+    """(line number, row) pairs and (line, reason, raw) rejects."""
+    rows: list[tuple[int, dict[str, Any]]] = []
+    rejects: list[tuple[int, str, str]] = []
+    for i, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            rejects.append((i, f"not JSON: {exc.msg}", line[:2000]))
+            continue
+        if not isinstance(obj, dict):
+            rejects.append((i, "not a JSON object", line[:2000]))
+            continue
+        tool = tool_of(obj)
+        if tool is None:
+            rejects.append((i, "not a benchmark record (unknown keys)", line[:2000]))
+            continue
+        rows.append((i, normalise(obj, tool, "jsonl")))
+    return rows, rejects
+
+
+CONSOLE_LABELS = {
+    "backend": "backend", "traffic request rate": "request_rate",
+    "max request concurrency": "max_concurrency", "max reqeuest concurrency": "max_concurrency",
+    "successful requests": "completed", "benchmark duration (s)": "duration",
+    "total input tokens": "total_input_tokens", "total generated tokens": "total_output_tokens",
+    "request throughput (req/s)": "request_throughput",
+    "input token throughput (tok/s)": "input_throughput",
+    "output token throughput (tok/s)": "output_throughput",
+    "total token throughput (tok/s)": "total_throughput",
+    "mean e2e latency (ms)": "mean_e2e_latency_ms",
+    "median e2e latency (ms)": "median_e2e_latency_ms",
+    "p99 e2e latency (ms)": "p99_e2e_latency_ms",
+    "mean ttft (ms)": "mean_ttft_ms", "median ttft (ms)": "median_ttft_ms",
+    "p99 ttft (ms)": "p99_ttft_ms", "mean tpot (ms)": "mean_tpot_ms",
+    "median tpot (ms)": "median_tpot_ms", "p99 tpot (ms)": "p99_tpot_ms",
+    "mean itl (ms)": "mean_itl_ms", "median itl (ms)": "median_itl_ms",
+    "p99 itl (ms)": "p99_itl_ms", "accept length": "accept_length",
+}
+_ROW_RE = re.compile(r"^(?P<label>[^:]+):\s+(?P<value>\S.*?)\s*$")
+
+
+def parse_console(text: str) -> list[tuple[int, dict[str, Any]]]:
+    """Every "Serving Benchmark Result" table in a console capture."""
+    out = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        if BANNER_RE.match(lines[i].strip()):
+            start, record = i + 1, {}
+            i += 1
+            while i < len(lines) and not re.fullmatch(r"=+", lines[i].strip()):
+                m = _ROW_RE.match(lines[i].strip())
+                if m:
+                    label = m.group("label").strip().lower()
+                    key = CONSOLE_LABELS.get(label)
+                    value = m.group("value")
+                    if key:
+                        record[key] = value if key == "backend" else _num(value)
+                    else:
+                        record["console:" + m.group("label").strip()] = value
+                i += 1
+            out.append((start, normalise(record, "bench_serving", "console")))
+        i += 1
+    return out
+
+
+def _num(text: str) -> Any:
+    try:
+        return float(text) if any(c in text for c in ".eE") else int(text)
+    except ValueError:
+        return text
