@@ -33,7 +33,7 @@ from logpipe.env import RunEnv, Tiers, build_env, discover, is_manifest_name, lo
 from logpipe.errors import InputError, LogpipeError
 from logpipe.readers import line_blocks, open_binary, read_exact, read_head
 from logpipe.server_args import redact, redact_text
-from logpipe.sources import HEAD_BYTES, bench, detect
+from logpipe.sources import HEAD_BYTES, bench, detect, phases
 from logpipe.sources.sglang_log import NAME as SGLANG
 from logpipe.sources.sglang_log import Launch, LogState, ParsedChunk, parse_chunk
 from logpipe.store import Store
@@ -467,11 +467,17 @@ def attach_env(store: Store, key: str, manifests: list[Path], options: EnvOption
                         server_args=json.loads(server_args) if server_args else None,
                         format_era=era_label, cli_env=cli, tags=tags)
         version = env.entries.get("pkg.sglang")
+        blocking = env.entries.get("CUDA_LAUNCH_BLOCKING")
+        tagged = env.entries.get("tag.profiled")
+        instrumented = (blocking is not None and str(blocking.value).strip() == "1") or (
+            tagged is not None and str(tagged.value).lower() in ("1", "true", "yes"))
         store.con.execute(
             "UPDATE runs SET env = ?, env_fingerprint = ?, env_complete = ?, "
-            "engine_version = ?, tags = ? WHERE run_id = ?",
+            "engine_version = coalesce(?, engine_version), tags = ?, "
+            "profiled = profiled OR ? WHERE run_id = ?",
             [env.to_json(), env.fingerprint(), env.complete,
-             str(version.value) if version else None, json.dumps(tags, default=str), run_id],
+             str(version.value) if version else None, json.dumps(tags, default=str),
+             instrumented, run_id],
         )
         store.con.execute("DELETE FROM run_env WHERE run_id = ?", [run_id])
         rows = [
@@ -503,8 +509,12 @@ def _ingest_records(store: Store, path: Path, key: str, kind: str,
         store.delete_source(key)
     text = data.decode("utf-8", errors="replace")
     rejects: list[tuple[int, str, str]] = []
+    table = "bench_results"
     if kind == bench.CONSOLE.name:
         rows = bench.parse_console(text)
+    elif kind == phases.SOURCE.name:
+        rows, rejects = phases.parse(text)
+        table = "phase_timings"
     else:
         rows, rejects = bench.parse_jsonl(text)
     frame = pl.DataFrame([{"line_no": n, **r} for n, r in rows], infer_schema_length=None)
@@ -512,7 +522,7 @@ def _ingest_records(store: Store, path: Path, key: str, kind: str,
         frame = frame.with_columns(pl.lit(explicit).alias("run_id"),
                                    pl.lit("explicit").alias("link_method"))
     res = FileResult(key, status, kind=kind)
-    res.rows["bench_results"] = store.insert("bench_results", frame, source_path=key)
+    res.rows[table] = store.insert(table, frame, source_path=key)
     rej = pl.DataFrame(rejects, schema={"line_no": pl.Int64, "reason": pl.String,
                                         "raw": pl.String}, orient="row")
     res.rows["rejects"] = store.insert("rejects", rej, source_path=key)
@@ -529,39 +539,47 @@ def _ingest_records(store: Store, path: Path, key: str, kind: str,
     return res
 
 
-def link_bench(store: Store) -> list[str]:
-    """Link benchmark records to the server run they measured; returns the unlinked ones.
+LINKED_TABLES = ("bench_results", "phase_timings")
 
-    Explicit links (``--run``) are kept.  Otherwise: the only run whose log lies in the
-    same folder (``same folder``), else the run in that folder whose time span contains
-    the benchmark file's modification time (``time window``).
+
+def link_bench(store: Store) -> list[str]:
+    """Link benchmark records and phase dumps to the server run they measured; returns the
+    unlinked benchmark records (``path:line``).
+
+    Explicit links (``--run``) are kept.  Otherwise, per file: the only run whose log lies
+    in the same folder (``same folder``), else the run in that folder whose time span
+    contains the file's modification time (``time window``).  A run whose phase dump was
+    taken with device synchronisation is marked profiled.
     """
-    records = store.all(
-        "SELECT b.source_path, b.line_no, s.mtime FROM bench_results b "
-        "JOIN sources s ON s.path = b.source_path "
-        "WHERE b.link_method IS DISTINCT FROM 'explicit'")
     runs = store.all("SELECT run_id, source_path, started_at, ended_at FROM runs")
     by_folder: dict[str, list[tuple[str, Any, Any]]] = {}
     for run_id, src, start, end in runs:
         by_folder.setdefault(str(Path(src).parent), []).append((run_id, start, end))
-    unlinked = []
-    for src, line_no, mtime in records:
-        candidates = by_folder.get(str(Path(src).parent), [])
-        run_id, method = None, None
-        if len(candidates) == 1:
-            run_id, method = candidates[0][0], "same folder"
-        else:
-            inside = [c for c in candidates if c[1] is not None and c[2] is not None
-                      and c[1] <= mtime <= c[2]]
-            if len(inside) == 1:
-                run_id, method = inside[0][0], "time window"
-        store.con.execute("UPDATE bench_results SET run_id = ?, link_method = ? "
-                          "WHERE source_path = ? AND line_no = ?", [run_id, method, src, line_no])
-        if run_id is None:
-            unlinked.append(f"{src}:{line_no}")
+    for table in LINKED_TABLES:
+        files = store.all(
+            f"SELECT DISTINCT t.source_path, s.mtime FROM {table} t "
+            "JOIN sources s ON s.path = t.source_path "
+            "WHERE t.link_method IS DISTINCT FROM 'explicit'")
+        for src, mtime in files:
+            candidates = by_folder.get(str(Path(src).parent), [])
+            run_id, method = None, None
+            if len(candidates) == 1:
+                run_id, method = candidates[0][0], "same folder"
+            else:
+                inside = [c for c in candidates if c[1] is not None and c[2] is not None
+                          and c[1] <= mtime <= c[2]]
+                if len(inside) == 1:
+                    run_id, method = inside[0][0], "time window"
+            store.con.execute(f"UPDATE {table} SET run_id = ?, link_method = ? "
+                              "WHERE source_path = ?", [run_id, method, src])
+    unlinked = [f"{src}:{line}" for src, line in store.all(
+        "SELECT source_path, line_no FROM bench_results WHERE run_id IS NULL ORDER BY 1, 2")]
     # server_info names the SGLang release the benchmark ran against (0.5.5+)
     store.con.execute(
         "UPDATE runs SET engine_version = v.version FROM (SELECT run_id, "
         "min(sglang_version) AS version FROM bench_results WHERE sglang_version IS NOT NULL "
         "GROUP BY run_id) v WHERE runs.run_id = v.run_id AND runs.engine_version IS NULL")
-    return sorted(unlinked)
+    store.con.execute(
+        "UPDATE runs SET profiled = true WHERE run_id IN "
+        "(SELECT run_id FROM phase_timings WHERE synchronized AND run_id IS NOT NULL)")
+    return unlinked

@@ -24,7 +24,8 @@ import polars as pl
 from logpipe.errors import DatabaseError, QueryError
 
 DEFAULT_DB = "logpipe.duckdb"
-DATA_TABLES = ("batches", "events", "http_requests", "rejects", "bench_results")
+DATA_TABLES = ("batches", "events", "http_requests", "rejects", "bench_results",
+               "phase_timings")
 
 
 def schemas_dir() -> Path:

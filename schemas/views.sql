@@ -197,3 +197,31 @@ SELECT r.name AS run, b.source_path, b.line_no, b.tool, b.link_method, b.max_con
 FROM bench_results b
 JOIN runs r USING (run_id)
 LEFT JOIN run_summary s USING (run_id);
+
+-- Per run and phase of a phase-timing dump: share of the cycle, ms per cycle, and the
+-- tok/s the cycle time implies (accepted tokens / cycle time).
+CREATE OR REPLACE VIEW phase_summary AS
+SELECT r.name AS run, p.run_id, p.source_path, p.phase,
+       bool_or(p.synchronized) AS synchronized, count(*) AS cycles,
+       sum(p.ms) / sum(p.cycle_ms) AS share, avg(p.ms) AS ms_per_cycle,
+       avg(p.cycle_ms) AS cycle_ms,
+       1000.0 * sum(p.accepted_tokens) / sum(p.cycle_ms) AS implied_tps
+FROM phase_timings p LEFT JOIN runs r USING (run_id)
+GROUP BY ALL;
+
+-- A profiled run next to unprofiled runs of the same environment and settings: how much
+-- the instrumentation slowed the server (the mission's 71 vs 31 tok/s: 2.3×).
+CREATE OR REPLACE VIEW profiling_overhead AS
+SELECT p.name AS profiled_run, u.name AS unprofiled_run,
+       p.steady_gen_throughput AS profiled_tps, u.steady_gen_throughput AS unprofiled_tps,
+       u.steady_gen_throughput / p.steady_gen_throughput AS overhead_factor
+FROM run_summary p
+JOIN runs rp ON rp.run_id = p.run_id
+JOIN run_summary u ON u.env_fingerprint = p.env_fingerprint AND u.run_id <> p.run_id
+JOIN runs ru ON ru.run_id = u.run_id
+WHERE p.profiled AND NOT coalesce(u.profiled, false) AND p.env_complete AND u.env_complete
+  AND rp.spec_algorithm IS NOT DISTINCT FROM ru.spec_algorithm
+  AND rp.spec_num_steps IS NOT DISTINCT FROM ru.spec_num_steps
+  AND rp.spec_eagle_topk IS NOT DISTINCT FROM ru.spec_eagle_topk
+  AND rp.spec_num_draft_tokens IS NOT DISTINCT FROM ru.spec_num_draft_tokens
+  AND p.steady_gen_throughput > 0;

@@ -660,6 +660,27 @@ def bench_console(rec: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+# ------------------------------------------------------------------------ profiles
+
+def phase_dump(tps: float, synchronized: bool, seed: int, start: datetime,
+               cycles: int = 200) -> str:
+    """Phase timings of EAGLE-3 cycles: verify ≈ 90% of the cycle, draft ≈ 7%."""
+    rng = random.Random(seed)
+    accepted = [2, 2, 3, 2, 1, 2, 3, 2, 2, 2]  # mean 2.1
+    shares = {"draft": 0.072, "verify": 0.898, "draft_extend": 0.02, "other": 0.01}
+    t = start.timestamp()
+    lines = []
+    for i in range(cycles):
+        acc = accepted[i % len(accepted)]
+        cycle = 2.1 / tps * 1000 * rng.uniform(0.97, 1.03)
+        t += cycle / 1000
+        lines.append(json.dumps({
+            "v": 1, "ts": round(t, 4), "batch_size": 1,
+            "phases_ms": {k: round(cycle * f, 4) for k, f in shares.items()},
+            "accepted_tokens": acc, "synchronized": synchronized}))
+    return "\n".join(lines) + "\n"
+
+
 # --------------------------------------------------------------------------- write
 
 def generate(out: Path) -> list[Path]:
@@ -694,6 +715,17 @@ def generate(out: Path) -> list[Path]:
         json.dumps(bench_record("0.2.15", 80.0 - i, 12.5)) + "\n" for i in range(2)).encode()
     files["eras/bench_serving_v0.4.5.jsonl"] = (json.dumps(
         bench_record("0.4.5", 140.0, 6.7, accept=2.4)) + "\n").encode()
+    # the mission's profiling trap: the same EAGLE-3 launch timed with device
+    # synchronisation at every phase boundary ran at 33 tok/s instead of 75.9
+    start = datetime(2026, 5, 4, 15, 0, 0)
+    put("profiles/eagle3-profiled/server.log",
+        mission_log(33.0, 0.8, seed=60, start=start, accept=(2.1, 0.08)))
+    files["profiles/eagle3-profiled/env.json"] = (json.dumps(
+        mission_manifest(False, True, "2026-05-04T14:58:40+00:00"), indent=2) + "\n").encode()
+    files["profiles/eagle3-profiled/phase_timings.jsonl"] = phase_dump(
+        33.0, True, seed=61, start=start + timedelta(seconds=40)).encode()
+    files["mission/eagle3-untuned/phase_timings.jsonl"] = phase_dump(
+        75.9, False, seed=62, start=datetime(2026, 5, 4, 13, 0, 40)).encode()
     # the mission's trap on a second model: its only baseline was measured tuned
     small = "Qwen/Qwen3-30B-A3B-Instruct-2507"
     put("unpaired/qwen3-30b-baseline-tuned/server.log",

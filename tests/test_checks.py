@@ -226,7 +226,7 @@ def test_user_suite_and_unknown_suite(tmp_path: Path, sample_db: Path) -> None:
                      'kwargs = { column = "n", min_value = 40 }\nshow = ["n"]\n')
     code, out = check(sample_db, "--suite-file", str(suite), "--suite", "mine")
     assert code == 1
-    assert failing(out, "at least 40 runs") == [{"n": 35}]
+    assert failing(out, "at least 40 runs") == [{"n": 36}]
     bad = runner.invoke(app, ["check", "--db", str(sample_db), "--suite", "nope"])
     assert bad.exit_code == 2
     assert bad.stderr.startswith("Error: unknown suite(s): nope")

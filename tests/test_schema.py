@@ -28,7 +28,7 @@ def documented() -> dict[str, list[tuple[str, str]]]:
 def test_blank_database_has_documented_columns(db: Path) -> None:
     docs = documented()
     assert set(docs) == {"sources", "runs", "run_env", "batches", "events",
-                         "http_requests", "rejects", "bench_results"}
+                         "http_requests", "rejects", "bench_results", "phase_timings"}
     with Store.open(db) as store:
         for table, columns in docs.items():
             assert store.columns(table) == columns, table
@@ -52,7 +52,7 @@ def test_documented_views_exist(db: Path) -> None:
     text = (ROOT / "schemas" / "README.md").read_text().split("\n## Views")[1]
     views = re.findall(r"^### `(\w+)`", text, re.M)
     assert views == ["batch_states", "steady_decode", "run_pairs", "spec_pairing",
-                     "bench_vs_log", "run_summary"]
+                     "bench_vs_log", "phase_summary", "profiling_overhead", "run_summary"]
     with Store.open(db) as store:
         for view in views:
             assert store.columns(view), view

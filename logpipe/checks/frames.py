@@ -22,7 +22,9 @@ def speculation_vs_baseline(store: Store, params: dict[str, Any]) -> pl.DataFram
     by `compare`'s rule."""
     options = Options(threshold=float(params.get("threshold", 0.03)))
     rows = []
-    pairs = store.all("SELECT name, unnest(baselines) FROM spec_pairing WHERE status = 'paired'")
+    pairs = store.all(
+        "SELECT sp.name, unnest(sp.baselines) FROM spec_pairing sp JOIN runs r USING (run_id) "
+        "WHERE sp.status = 'paired' AND NOT coalesce(r.profiled, false)")
     for spec_name, base_name in pairs:
         base = load_run(store, base_name)
         spec = load_run(store, spec_name)

@@ -52,4 +52,4 @@ def detect(head: str) -> Source | None:
 
 
 def _load_builtins() -> None:
-    from logpipe.sources import bench, sglang_log  # noqa: F401  (they register themselves)
+    from logpipe.sources import bench, phases, sglang_log  # noqa: F401  (self-registering)

@@ -1,0 +1,76 @@
+"""Phase-timing dumps of speculative decoding (``schemas/phase_timings.md``)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from logpipe.sources import Source, register
+
+KNOWN = {"v", "ts", "batch_size", "phases_ms", "accepted_tokens", "synchronized", "rank"}
+
+
+def sniff(head: str) -> bool:
+    line = head.lstrip().split("\n", 1)[0]
+    if not line.startswith("{"):
+        return False
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(obj, dict) and isinstance(obj.get("phases_ms"), dict)
+
+
+SOURCE = register(Source(
+    name="phase_timings",
+    description="speculative-decoding phase timings, one JSON object per cycle",
+    sniff=sniff,
+    samples=("profiles/eagle3-profiled/phase_timings.jsonl",
+             "mission/eagle3-untuned/phase_timings.jsonl"),
+    specificity=25,
+))
+
+
+def _ts(value: Any) -> datetime | None:
+    if isinstance(value, int | float):
+        return datetime.fromtimestamp(value, UTC).replace(tzinfo=None)
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).replace(tzinfo=None)
+        except ValueError:
+            return None
+    return None
+
+
+def parse(text: str) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple[int, str, str]]]:
+    """One row per (cycle, phase); rejects for lines that are not cycles."""
+    rows: list[tuple[int, dict[str, Any]]] = []
+    rejects: list[tuple[int, str, str]] = []
+    for i, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            rejects.append((i, f"not JSON: {exc.msg}", line[:2000]))
+            continue
+        phases = obj.get("phases_ms") if isinstance(obj, dict) else None
+        if not isinstance(phases, dict) or not phases:
+            rejects.append((i, "no phases_ms object", line[:2000]))
+            continue
+        try:
+            values = {str(k): float(v) for k, v in phases.items()}
+        except (TypeError, ValueError):
+            rejects.append((i, "a phase duration is not a number", line[:2000]))
+            continue
+        cycle = sum(values.values())
+        extra = json.dumps({k: v for k, v in obj.items() if k not in KNOWN}, default=str)
+        for phase, ms in values.items():
+            rows.append((i, {
+                "ts": _ts(obj.get("ts")), "rank": obj.get("rank"),
+                "batch_size": obj.get("batch_size"), "accepted_tokens": obj.get("accepted_tokens"),
+                "synchronized": bool(obj.get("synchronized", False)), "phase": phase, "ms": ms,
+                "cycle_ms": cycle, "extra": extra,
+            }))
+    return rows, rejects
