@@ -33,7 +33,7 @@ from logpipe.env import RunEnv, Tiers, build_env, discover, is_manifest_name, lo
 from logpipe.errors import InputError, LogpipeError
 from logpipe.readers import line_blocks, open_binary, read_exact, read_head
 from logpipe.server_args import redact, redact_text
-from logpipe.sources import HEAD_BYTES, bench, detect, phases
+from logpipe.sources import HEAD_BYTES, bench, detect, phases, request_metrics
 from logpipe.sources.sglang_log import NAME as SGLANG
 from logpipe.sources.sglang_log import Launch, LogState, ParsedChunk, parse_chunk
 from logpipe.store import Store
@@ -515,6 +515,9 @@ def _ingest_records(store: Store, path: Path, key: str, kind: str,
     elif kind == phases.SOURCE.name:
         rows, rejects = phases.parse(text)
         table = "phase_timings"
+    elif kind == request_metrics.SOURCE.name:
+        rows, rejects = request_metrics.parse(text)
+        table = "request_metrics"
     else:
         rows, rejects = bench.parse_jsonl(text)
     frame = pl.DataFrame([{"line_no": n, **r} for n, r in rows], infer_schema_length=None)
@@ -539,7 +542,7 @@ def _ingest_records(store: Store, path: Path, key: str, kind: str,
     return res
 
 
-LINKED_TABLES = ("bench_results", "phase_timings")
+LINKED_TABLES = ("bench_results", "phase_timings", "request_metrics")
 
 
 def link_bench(store: Store) -> list[str]:

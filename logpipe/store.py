@@ -25,7 +25,7 @@ from logpipe.errors import DatabaseError, QueryError
 
 DEFAULT_DB = "logpipe.duckdb"
 DATA_TABLES = ("batches", "events", "http_requests", "rejects", "bench_results",
-               "phase_timings")
+               "phase_timings", "request_metrics")
 
 
 def schemas_dir() -> Path:

@@ -660,6 +660,26 @@ def bench_console(rec: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def request_metrics_export(tps: float, seed: int, requests: int = 8) -> str:
+    """What --export-metrics-to-file writes: request parameters (a JSON string) merged
+    with meta_info, one line per finished request."""
+    rng = random.Random(seed)
+    lines = []
+    for i in range(requests):
+        prompt = rng.randint(600, 2400)
+        params = {"rid": f"req-{i:04d}", "text": "(prompt text: never stored)",
+                  "sampling_params": {"max_new_tokens": 480, "temperature": 0.0},
+                  "stream": True}
+        lines.append(json.dumps({
+            "request_parameters": json.dumps(params), "id": f"req-{i:04d}",
+            "finish_reason": {"type": "length", "length": 480},
+            "prompt_tokens": prompt, "completion_tokens": 480,
+            "cached_tokens": rng.choice([0, 0, 512]), "e2e_latency": round(
+                480 / tps + rng.uniform(0.2, 0.5), 4),
+            "response_sent_to_client_ts": 1777885200.0 + i * 10}))
+    return "\n".join(lines) + "\n"
+
+
 # ------------------------------------------------------------------------ profiles
 
 def phase_dump(tps: float, synchronized: bool, seed: int, start: datetime,
@@ -715,6 +735,8 @@ def generate(out: Path) -> list[Path]:
         json.dumps(bench_record("0.2.15", 80.0 - i, 12.5)) + "\n" for i in range(2)).encode()
     files["eras/bench_serving_v0.4.5.jsonl"] = (json.dumps(
         bench_record("0.4.5", 140.0, 6.7, accept=2.4)) + "\n").encode()
+    files["mission/baseline-untuned/sglang-request-metrics-20260504_09.log"] = \
+        request_metrics_export(62.9, seed=70).encode()
     # the mission's profiling trap: the same EAGLE-3 launch timed with device
     # synchronisation at every phase boundary ran at 33 tok/s instead of 75.9
     start = datetime(2026, 5, 4, 15, 0, 0)

@@ -62,3 +62,12 @@ def test_launch_blocking_or_tag_marks_profiled(tmp_path: Path) -> None:
     db2 = tmp_path / "t.duckdb"
     ingest_paths([other], db2, tags={"profiled": "true"})
     assert query(db2, "SELECT profiled FROM runs") == [(True,)]
+
+
+def test_request_metrics_without_text(sample_db: Path) -> None:
+    rows = query(sample_db, "SELECT count(*), min(link_method), sum(completion_tokens), "
+                 "bool_and(request_parameters->>'text' IS NULL) FROM request_metrics "
+                 "JOIN runs USING (run_id) WHERE name = 'baseline-untuned'")
+    assert rows == [(8, "same folder", 8 * 480, True)]
+    dump = str(query(sample_db, "SELECT * FROM request_metrics"))
+    assert "never stored" not in dump

@@ -28,7 +28,8 @@ def documented() -> dict[str, list[tuple[str, str]]]:
 def test_blank_database_has_documented_columns(db: Path) -> None:
     docs = documented()
     assert set(docs) == {"sources", "runs", "run_env", "batches", "events",
-                         "http_requests", "rejects", "bench_results", "phase_timings"}
+                         "http_requests", "rejects", "bench_results", "phase_timings",
+                         "request_metrics"}
     with Store.open(db) as store:
         for table, columns in docs.items():
             assert store.columns(table) == columns, table

@@ -52,4 +52,9 @@ def detect(head: str) -> Source | None:
 
 
 def _load_builtins() -> None:
-    from logpipe.sources import bench, phases, sglang_log  # noqa: F401  (self-registering)
+    from logpipe.sources import (  # noqa: F401  (self-registering)
+        bench,
+        phases,
+        request_metrics,
+        sglang_log,
+    )

@@ -127,6 +127,8 @@ def _roll_days(df: pl.DataFrame, state: LogState) -> pl.DataFrame:
     only = df.filter(pl.col("ts_raw").is_not_null() & pl.col("ts").is_not_null()).select(
         "row", secs.alias("s")
     )
+    if only.height == 0:  # time-only stamps that are not valid times (e.g. "32:59:10")
+        return df
     prev = only["s"].shift(1, fill_value=state.prev_time_s if state.prev_time_s is not None
                            else only["s"][0])
     only = only.with_columns(((pl.col("s") < prev - 43200).cast(pl.Int64).cum_sum()

@@ -1,0 +1,87 @@
+"""Per-request metrics of ``--export-metrics-to-file`` (reference §6.1): JSON Lines, one
+object per finished request — ``request_parameters`` (a JSON *string*) merged with every
+``meta_info`` key.  Text (prompts, messages, outputs, token ids) is never stored.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from logpipe.sources import Source, register
+
+TEXT_KEYS = {"text", "prompt", "messages", "input_ids", "output_ids", "input_embeds",
+             "image_data", "audio_data", "video_data", "output_text", "generated_text"}
+COLUMNS = {"prompt_tokens": int, "completion_tokens": int, "cached_tokens": int,
+           "spec_verify_ct": int, "spec_accept_length": float}
+
+
+def _first(head: str) -> dict[str, Any] | None:
+    line = head.lstrip().split("\n", 1)[0]
+    if not line.startswith("{"):
+        return None
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def sniff(head: str) -> bool:
+    obj = _first(head)
+    return obj is not None and ("request_parameters" in obj or {
+        "prompt_tokens", "completion_tokens", "e2e_latency"} <= set(obj))
+
+
+SOURCE = register(Source(
+    name="request_metrics",
+    description="SGLang --export-metrics-to-file request metrics (JSON Lines)",
+    sniff=sniff,
+    samples=("mission/baseline-untuned/sglang-request-metrics-20260504_09.log",),
+    specificity=22,
+))
+
+
+def _without_text(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_text(v) for k, v in value.items() if k not in TEXT_KEYS}
+    return value
+
+
+def parse(text: str) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple[int, str, str]]]:
+    rows: list[tuple[int, dict[str, Any]]] = []
+    rejects: list[tuple[int, str, str]] = []
+    for i, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            rejects.append((i, f"not JSON: {exc.msg}", line[:200]))
+            continue
+        if not isinstance(obj, dict):
+            rejects.append((i, "not a JSON object", line[:200]))
+            continue
+        params = obj.get("request_parameters")
+        if isinstance(params, str):
+            try:
+                params = json.loads(params)
+            except ValueError:
+                params = None
+        row: dict[str, Any] = {
+            "rid": obj.get("id") or obj.get("rid") or (params or {}).get("rid"),
+            "finish_reason": json.dumps(obj["finish_reason"], default=str)
+            if isinstance(obj.get("finish_reason"), dict) else obj.get("finish_reason"),
+            "e2e_latency_s": float(obj["e2e_latency"])
+            if isinstance(obj.get("e2e_latency"), int | float) else None,
+            "request_parameters": json.dumps(_without_text(params), default=str)
+            if isinstance(params, dict) else None,
+        }
+        for col, cast in COLUMNS.items():
+            value = obj.get(col)
+            row[col] = cast(value) if isinstance(value, int | float) else None
+        known = {"id", "rid", "finish_reason", "e2e_latency", "request_parameters", *COLUMNS}
+        row["extra"] = json.dumps(_without_text({k: v for k, v in obj.items()
+                                                 if k not in known}), default=str)
+        rows.append((i, row))
+    return rows, rejects
