@@ -122,6 +122,21 @@ def test_each_data_quality_expectation_can_fail(tmp_path: Path, name: str) -> No
     assert fails == expected_check.split("|")
 
 
+def test_incomplete_benchmark_fails(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(SAMPLES / "mission" / "baseline-untuned", run)
+    record = json.loads((run / "bench_serving.jsonl").read_text())
+    record.update(num_prompts=10, completed=7)
+    (run / "bench_serving.jsonl").write_text(json.dumps(record) + "\n")
+    db = tmp_path / "i.duckdb"
+    ingest_paths([run], db)
+    code, out = check(db, "--suite", "data_quality")
+    assert code == 1
+    name = "benchmark records complete (completed = requested prompts, when both are known)"
+    (row,) = failing(out, name)
+    assert (row["completed"], row["num_prompts"]) == (7, 10)
+
+
 @pytest.mark.parametrize(("accepts", "expected_check"), [
     ((0.5, 2.0), "accept length at least 1 (speculative runs)"),
     ((2.0, 4.5), "accept length at most num_draft_tokens + 1 (speculative runs)"),
