@@ -32,6 +32,20 @@ def sample_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+def load_generator():  # type: ignore[no-untyped-def]
+    """scripts/make_sample_logs.py as a module (the samples' own generator)."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("make_sample_logs",
+                                                  ROOT / "scripts" / "make_sample_logs.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
 def query(db_path: Path, sql: str, params: list | None = None) -> list[tuple]:
     import duckdb
 

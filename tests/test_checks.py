@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
-import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -16,19 +14,9 @@ from typer.testing import CliRunner
 from logpipe.changepoints import change_points, judge_history
 from logpipe.cli import app
 from logpipe.ingest import ingest_paths
-from tests.conftest import ROOT, SAMPLES
+from tests.conftest import SAMPLES, load_generator
 
 runner = CliRunner()
-
-
-def gen():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("make_sample_logs",
-                                                  ROOT / "scripts" / "make_sample_logs.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def check(db: Path, *args: str) -> tuple[int, dict]:
@@ -60,7 +48,7 @@ def test_samples_fail_only_on_the_unpaired_run(sample_db: Path) -> None:
 
 
 def test_matching_baseline_makes_check_pass(tmp_path: Path) -> None:
-    g = gen()
+    g = load_generator()
     logs = tmp_path / "logs"
     shutil.copytree(SAMPLES, logs)
     small = "Qwen/Qwen3-30B-A3B-Instruct-2507"
@@ -173,7 +161,7 @@ def test_unknown_environment_fails_pairing(tmp_path: Path) -> None:
 
 def _history(tmp_path: Path, series: list[tuple[float, bool]]) -> Path:
     """Baseline runs of the mission model, one per (tps, tuned), an hour apart."""
-    g = gen()
+    g = load_generator()
     root = tmp_path / "hist"
     for i, (tps, tuned) in enumerate(series):
         folder = root / f"run{i:02d}"

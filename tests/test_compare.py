@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from datetime import datetime
 from pathlib import Path
 
@@ -17,7 +15,7 @@ from logpipe.compare import accept_rate_definition
 from logpipe.era import span
 from logpipe.ingest import ingest_paths
 from logpipe.stats import compare_samples, min_p_two_sided, needed_per_run
-from tests.conftest import ROOT
+from tests.conftest import load_generator
 
 runner = CliRunner()
 
@@ -105,16 +103,6 @@ def test_unknown_run_and_ambiguous_prefix(sample_db: Path) -> None:
     assert unique.exit_code == 0
 
 
-def _generator():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("make_sample_logs",
-                                                  ROOT / "scripts" / "make_sample_logs.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def _write_run(root: Path, name: str, lines: list[str], manifest: dict) -> None:
     folder = root / name
     folder.mkdir(parents=True)
@@ -124,7 +112,7 @@ def _write_run(root: Path, name: str, lines: list[str], manifest: dict) -> None:
 
 @pytest.fixture(scope="module")
 def generated_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    gen = _generator()
+    gen = load_generator()
     root = tmp_path_factory.mktemp("gen")
     manifest = gen.mission_manifest(False, False, "2026-05-04T08:00:00+00:00")
     start = datetime(2026, 5, 4, 9, 0, 0)

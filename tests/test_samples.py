@@ -2,25 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, SAMPLES, query
-
-
-def load_generator():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("make_sample_logs",
-                                                  ROOT / "scripts" / "make_sample_logs.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+from tests.conftest import ROOT, SAMPLES, load_generator, query
 
 
 def test_samples_match_the_generator(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from logpipe.server_args import redact
 from logpipe.sources import Source, register
+from logpipe.sources.records import first_json_object, json_objects
 
 NUMERIC = {
     "request_rate": float, "max_concurrency": int, "completed": int, "num_prompts": int,
@@ -44,19 +45,8 @@ def tool_of(record: dict[str, Any]) -> str | None:
     return None
 
 
-def _first_json(head: str) -> dict[str, Any] | None:
-    line = head.lstrip().split("\n", 1)[0]
-    if not line.startswith("{"):
-        return None
-    try:
-        obj = json.loads(line)
-    except ValueError:
-        return None
-    return obj if isinstance(obj, dict) else None
-
-
 def sniff_jsonl(head: str) -> bool:
-    obj = _first_json(head)
+    obj = first_json_object(head)
     return obj is not None and tool_of(obj) is not None
 
 
@@ -109,17 +99,7 @@ def parse_jsonl(text: str) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple
     """(line number, row) pairs and (line, reason, raw) rejects."""
     rows: list[tuple[int, dict[str, Any]]] = []
     rejects: list[tuple[int, str, str]] = []
-    for i, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            rejects.append((i, f"not JSON: {exc.msg}", line[:2000]))
-            continue
-        if not isinstance(obj, dict):
-            rejects.append((i, "not a JSON object", line[:2000]))
-            continue
+    for i, obj, line in json_objects(text, rejects):
         tool = tool_of(obj)
         if tool is None:
             rejects.append((i, "not a benchmark record (unknown keys)", line[:2000]))

@@ -7,19 +7,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from logpipe.sources import Source, register
+from logpipe.sources.records import first_json_object, json_objects
 
 KNOWN = {"v", "ts", "batch_size", "phases_ms", "accepted_tokens", "synchronized", "rank"}
 
 
 def sniff(head: str) -> bool:
-    line = head.lstrip().split("\n", 1)[0]
-    if not line.startswith("{"):
-        return False
-    try:
-        obj = json.loads(line)
-    except ValueError:
-        return False
-    return isinstance(obj, dict) and isinstance(obj.get("phases_ms"), dict)
+    obj = first_json_object(head)
+    return obj is not None and isinstance(obj.get("phases_ms"), dict)
 
 
 SOURCE = register(Source(
@@ -47,15 +42,8 @@ def parse(text: str) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple[int, 
     """One row per (cycle, phase); rejects for lines that are not cycles."""
     rows: list[tuple[int, dict[str, Any]]] = []
     rejects: list[tuple[int, str, str]] = []
-    for i, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            rejects.append((i, f"not JSON: {exc.msg}", line[:2000]))
-            continue
-        phases = obj.get("phases_ms") if isinstance(obj, dict) else None
+    for i, obj, line in json_objects(text, rejects):
+        phases = obj.get("phases_ms")
         if not isinstance(phases, dict) or not phases:
             rejects.append((i, "no phases_ms object", line[:2000]))
             continue

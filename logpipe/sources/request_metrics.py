@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 from logpipe.sources import Source, register
+from logpipe.sources.records import first_json_object, json_objects
 
 TEXT_KEYS = {"text", "prompt", "messages", "input_ids", "output_ids", "input_embeds",
              "image_data", "audio_data", "video_data", "output_text", "generated_text"}
@@ -16,19 +17,8 @@ COLUMNS = {"prompt_tokens": int, "completion_tokens": int, "cached_tokens": int,
            "spec_verify_ct": int, "spec_accept_length": float}
 
 
-def _first(head: str) -> dict[str, Any] | None:
-    line = head.lstrip().split("\n", 1)[0]
-    if not line.startswith("{"):
-        return None
-    try:
-        obj = json.loads(line)
-    except ValueError:
-        return None
-    return obj if isinstance(obj, dict) else None
-
-
 def sniff(head: str) -> bool:
-    obj = _first(head)
+    obj = first_json_object(head)
     return obj is not None and ("request_parameters" in obj or {
         "prompt_tokens", "completion_tokens", "e2e_latency"} <= set(obj))
 
@@ -51,17 +41,7 @@ def _without_text(value: Any) -> Any:
 def parse(text: str) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple[int, str, str]]]:
     rows: list[tuple[int, dict[str, Any]]] = []
     rejects: list[tuple[int, str, str]] = []
-    for i, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            rejects.append((i, f"not JSON: {exc.msg}", line[:200]))
-            continue
-        if not isinstance(obj, dict):
-            rejects.append((i, "not a JSON object", line[:200]))
-            continue
+    for i, obj, _ in json_objects(text, rejects):
         params = obj.get("request_parameters")
         if isinstance(params, str):
             try:
