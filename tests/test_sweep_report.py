@@ -69,6 +69,7 @@ def report_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     logs = root / "logs"
     for name in ("baseline-untuned", "eagle3-untuned"):
         shutil.copytree(SAMPLES / "mission" / name, logs / name)
+    shutil.copytree(SAMPLES / "profiles" / "eagle3-profiled", logs / "eagle3-profiled")
     for steps in (1, 3):
         shutil.copytree(SAMPLES / "sweep" / f"eagle3-steps{steps}", logs / f"eagle3-steps{steps}")
     # a hostile value in a manifest: it must come out as text, never as markup
@@ -113,6 +114,10 @@ def test_report_is_self_contained_and_escaped(report_file: Path) -> None:
     assert "Sweep over speculative_num_steps" in text
     assert "Comparisons against baseline-untuned" in text
     assert "NOT comparable" in text  # the evil run differs in NCCL_ALGO/PROTO/P2P
+    assert "Phase shares (speculative decoding)" in text
+    assert "<td>verify</td><td>false</td><td>200</td><td>0.898</td>" in text
+    assert "<td>eagle3-profiled</td><td>eagle3-untuned</td><td>33.0</td><td>75.9</td>" \
+        "<td>2.3</td>" in text
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed "

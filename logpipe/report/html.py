@@ -241,8 +241,29 @@ def build_report(db: str | Path, out: str | Path, refs: list[str] | None = None,
                 for r in report.results]
         sections.append((f"Checks (exit {report.exit_code})",
                          _table(["status", "suite", "check", "failing rows"], rows)))
-    sections.append(("Profiles", "<p>No phase timings or kernel traces are ingested for "
-                                 "these runs.</p>"))
+    with Store.open(db, read_only=True) as store:
+        ids = [rid for rid, _ in runs]
+        marks = ", ".join("?" for _ in ids)
+        phase_rows = store.all(
+            f"SELECT run, phase, synchronized, cycles, round(share, 3), round(ms_per_cycle, 2), "
+            f"round(cycle_ms, 2), round(implied_tps, 1) FROM phase_summary "
+            f"WHERE run_id IN ({marks}) ORDER BY run, share DESC", ids)
+        overhead = store.all(
+            "SELECT profiled_run, unprofiled_run, round(profiled_tps, 1), "
+            "round(unprofiled_tps, 1), round(overhead_factor, 2) FROM profiling_overhead "
+            "ORDER BY 1, 2")
+    if phase_rows:
+        sections.append(("Phase shares (speculative decoding)", _table(
+            ["run", "phase", "synchronized", "cycles", "share of cycle", "ms per cycle",
+             "cycle ms", "implied tok/s"], [list(r) for r in phase_rows])))
+    else:
+        sections.append(("Phase shares", "<p>No phase timings are ingested for these runs."
+                                         "</p>"))
+    if overhead:
+        sections.append(("Profiling overhead", _table(
+            ["profiled run", "unprofiled run", "profiled tok/s", "unprofiled tok/s",
+             "slowdown"], [list(r) for r in overhead])))
+    sections.append(("Kernel traces", "<p>PyTorch profiler traces are not ingested yet.</p>"))
 
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'>",
