@@ -8,8 +8,6 @@ as ``first–last`` of the remaining releases (``0.5.11–0.5.21``), or one rele
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import polars as pl
 
 RELEASES: tuple[str, ...] = (
@@ -122,7 +120,3 @@ def mask_from_flags(flags: dict[str, bool], start: int = ALL) -> int:
         if flags.get(name):
             mask &= releases
     return mask
-
-
-def features_present(flags: dict[str, bool]) -> Iterable[str]:
-    return (name for name, _, _ in FEATURES if flags.get(name))

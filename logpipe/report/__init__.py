@@ -12,12 +12,13 @@ import json
 from collections.abc import Sequence
 from datetime import date, datetime
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
-from logpipe.ingest import IngestResult
+if TYPE_CHECKING:  # importing ingest would pull polars into every command's start-up
+    from logpipe.ingest import IngestResult
 
 FORMATS = ("table", "csv", "json", "jsonl")
 
