@@ -285,8 +285,11 @@ def sweep(
     threshold: Annotated[float, typer.Option(help="Practical threshold δ for ties.")] = 0.03,
     fmt: Annotated[str, typer.Option("--format", help="table, markdown or json.")] = "table",
 ) -> None:
-    """Per value of KEY among runs of one environment: steady decode throughput with its
-    CI, accept length, break-even accept length, and the best value (or the tied ones)."""
+    """Find the best value of KEY among runs of one environment.
+
+    Per value: steady decode throughput with its CI, accept length, break-even accept
+    length against the same-environment baseline; then the best value, or the tied ones.
+    """
     from logpipe.report import sweep_text
     from logpipe.sweep import sweep as run_sweep
 
@@ -308,9 +311,12 @@ def report(
     db: DbOption = DEFAULT_DB,
     checks: Annotated[bool, typer.Option(help="Include the check suites.")] = True,
 ) -> None:
-    """Write a self-contained HTML report (plots work offline): throughput over time with
-    warm-up, idle and profiled intervals shaded, steady-state distributions, environment
-    diffs, comparisons, checks and the sweep curve when one applies."""
+    """Write a self-contained HTML report whose plots work offline.
+
+    Throughput over time with warm-up, idle and profiled intervals shaded, steady-state
+    distributions, environment diffs, comparisons, checks, phase shares and the sweep
+    curve when one applies.
+    """
     from logpipe.report.html import build_report
 
     try:
