@@ -31,7 +31,14 @@ import polars as pl
 from logpipe import __version__, era
 from logpipe.env import RunEnv, Tiers, build_env, discover, is_manifest_name, load_manifest
 from logpipe.errors import InputError, LogpipeError
-from logpipe.readers import line_blocks, open_binary, read_exact, read_head
+from logpipe.readers import (
+    COMPRESSED_SUFFIXES,
+    line_blocks,
+    open_binary,
+    read_exact,
+    read_head,
+    skip_to,
+)
 from logpipe.server_args import redact, redact_text
 from logpipe.sources import HEAD_BYTES, bench, detect, phases, request_metrics
 from logpipe.sources.sglang_log import NAME as SGLANG
@@ -45,7 +52,6 @@ GENERIC_STEMS = {
     "server", "log", "logs", "output", "out", "stdout", "stderr", "sglang", "launch",
     "server_log", "serve", "console", "run", "nohup", "sglang_server", "launch_server",
 }
-COMPRESSED_SUFFIXES = (".gz", ".zst", ".zstd")
 TEXT_SUFFIXES = (".log", ".txt", ".out", ".err")
 
 Progress = Callable[[int], None]
@@ -167,7 +173,7 @@ def ingest_paths(
         for path, root in files:
             result.files.append(_ingest_file(store, path, root, options, progress))
         with store.transaction():
-            result.unlinked = link_bench(store)
+            result.unlinked = link_records(store)
     result.seconds = time.perf_counter() - started
     return result
 
@@ -207,9 +213,7 @@ def _window_sha(path: Path, end: int, size: int) -> str | None:
     the file is shorter."""
     start = max(0, end - size)
     with open_binary(path) as fh:
-        if fh.seekable() and not path.name.lower().endswith(COMPRESSED_SUFFIXES):
-            fh.seek(start)
-        elif read_exact(fh, start) != start:
+        if skip_to(fh, path, start) != start:
             return None
         data = fh.read(end - start)
     return hashlib.sha256(data).hexdigest() if len(data) == end - start else None
@@ -263,10 +267,7 @@ def _ingest_log(store: Store, path: Path, key: str, kind: str, head: bytes,
                 state = LogState.from_json(existing["state"])
                 offset = n
                 previous_sha = existing["sha256"]
-                if fh.seekable() and not path.name.lower().endswith(COMPRESSED_SUFFIXES):
-                    fh.seek(n)
-                else:
-                    read_exact(fh, n)
+                skip_to(fh, path, n)
                 if status == "new":
                     status = "appended"
             else:
@@ -545,7 +546,7 @@ def _ingest_records(store: Store, path: Path, key: str, kind: str,
 LINKED_TABLES = ("bench_results", "phase_timings", "request_metrics")
 
 
-def link_bench(store: Store) -> list[str]:
+def link_records(store: Store) -> list[str]:
     """Link benchmark records and phase dumps to the server run they measured; returns the
     unlinked benchmark records (``path:line``).
 

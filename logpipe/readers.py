@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 BLOCK_BYTES = 16 * 1024 * 1024
+COMPRESSED_SUFFIXES = (".gz", ".zst", ".zstd")
 
 
 def open_binary(path: Path) -> BinaryIO:
@@ -45,6 +46,15 @@ def read_exact(fh: BinaryIO, n: int, sink: object | None = None) -> int:
             sink.update(block)  # type: ignore[attr-defined]
         got += len(block)
     return got
+
+
+def skip_to(fh: BinaryIO, path: Path, offset: int) -> int:
+    """Position ``fh`` (opened by :func:`open_binary`) at decompressed ``offset``: a seek
+    for plain files, reading through for compressed ones.  Returns the offset reached."""
+    if fh.seekable() and not path.name.lower().endswith(COMPRESSED_SUFFIXES):
+        fh.seek(offset)
+        return offset
+    return read_exact(fh, offset)
 
 
 def line_blocks(fh: BinaryIO, block_bytes: int = BLOCK_BYTES) -> Iterator[bytes]:
