@@ -40,10 +40,11 @@ from logpipe.readers import (
     skip_to,
 )
 from logpipe.server_args import redact, redact_text
-from logpipe.sources import HEAD_BYTES, bench, detect, phases, request_metrics
+from logpipe.sources import HEAD_BYTES, bench, detect, phases, request_metrics, torch_trace
 from logpipe.sources.sglang_log import NAME as SGLANG
 from logpipe.sources.sglang_log import Launch, LogState, ParsedChunk, parse_chunk
 from logpipe.store import Store
+from logpipe.traces import apply_trace_env, ingest_trace, link_by_profile_id
 
 PARSER_VERSION = f"logpipe {__version__}"
 HEAD_HASH_BYTES = 4096
@@ -174,6 +175,7 @@ def ingest_paths(
             result.files.append(_ingest_file(store, path, root, options, progress))
         with store.transaction():
             result.unlinked = link_records(store)
+            apply_trace_env(store, options.tiers or Tiers.load())
     result.seconds = time.perf_counter() - started
     return result
 
@@ -196,6 +198,10 @@ def _ingest_file(store: Store, path: Path, root: Path, options: EnvOptions,
                 res = _ingest_log(store, path, key, source.name, head, progress)
                 if res.status != "duplicate":
                     attach_env(store, key, discover(path, root), options)
+            elif source.name == torch_trace.SOURCE.name:
+                res = _ingest_trace(store, path, key, options)
+                if progress:
+                    progress(path.stat().st_size)
             else:
                 res = _ingest_records(store, path, key, source.name, options)
                 if progress:
@@ -543,28 +549,48 @@ def _ingest_records(store: Store, path: Path, key: str, kind: str,
     return res
 
 
-LINKED_TABLES = ("bench_results", "phase_timings", "request_metrics")
+def _ingest_trace(store: Store, path: Path, key: str, options: EnvOptions) -> FileResult:
+    status, rows, events, note = ingest_trace(store, path, key, store.source(key),
+                                              PARSER_VERSION)
+    if options.bench_run and status != "unchanged":
+        from logpipe.query import resolve_run
+
+        store.con.execute("UPDATE traces SET run_id = ?, link_method = 'explicit' "
+                          "WHERE source_path = ?", [resolve_run(store, options.bench_run), key])
+    res = FileResult(key, status, kind=torch_trace.SOURCE.name, lines=events, detail=note)
+    res.rows.update(rows)
+    return res
+
+
+LINKED_TABLES = ("bench_results", "phase_timings", "request_metrics", "traces")
+# when a record file was written, for the time-window link
+LINK_TIME = {"traces": "coalesce(t.started_at, s.mtime)"}
 
 
 def link_records(store: Store) -> list[str]:
     """Link benchmark records and phase dumps to the server run they measured; returns the
     unlinked benchmark records (``path:line``).
 
-    Explicit links (``--run``) are kept.  Otherwise, per file: the only run whose log lies
-    in the same folder (``same folder``), else the run in that folder whose time span
-    contains the file's modification time (``time window``).  A run whose phase dump was
-    taken with device synchronisation is marked profiled.
+    Explicit links (``--run``) are kept.  A trace whose profile id one run's "Profiling
+    starts" line names goes to that run (``profile id``).  Otherwise, per file: the only
+    run whose log lies in the same folder (``same folder``), else the run in that folder
+    whose time span contains the file's time (``time window``: a trace's first event,
+    other files' modification time).  A run whose phase dump was taken with device
+    synchronisation is marked profiled.
     """
+    by_profile_id = link_by_profile_id(store)
     runs = store.all("SELECT run_id, source_path, started_at, ended_at FROM runs")
     by_folder: dict[str, list[tuple[str, Any, Any]]] = {}
     for run_id, src, start, end in runs:
         by_folder.setdefault(str(Path(src).parent), []).append((run_id, start, end))
     for table in LINKED_TABLES:
         files = store.all(
-            f"SELECT DISTINCT t.source_path, s.mtime FROM {table} t "
+            f"SELECT DISTINCT t.source_path, {LINK_TIME.get(table, 's.mtime')} FROM {table} t "
             "JOIN sources s ON s.path = t.source_path "
             "WHERE t.link_method IS DISTINCT FROM 'explicit'")
         for src, mtime in files:
+            if src in by_profile_id:
+                continue
             candidates = by_folder.get(str(Path(src).parent), [])
             run_id, method = None, None
             if len(candidates) == 1:

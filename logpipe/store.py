@@ -7,12 +7,19 @@ Invariants:
 - Every row written carries the file (``source_path``) and line it came from.
 - Writes of one file happen inside one transaction opened by the caller
   (:meth:`Store.transaction`): a failure leaves the database as it was.
+- Large writes go through a :class:`Spool`: rows are spooled to temporary Parquet files
+  and loaded with one ``INSERT ... SELECT`` per table at the end of the file.  DuckDB keeps
+  many small appends of an open transaction in memory (beyond ``memory_limit``), but
+  writes one large insert's row groups straight to the database file, so memory stays
+  flat however large the file is.
 - Connections never try the network (``autoinstall_known_extensions=False``).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,7 +32,8 @@ from logpipe.errors import DatabaseError, QueryError
 
 DEFAULT_DB = "logpipe.duckdb"
 DATA_TABLES = ("batches", "events", "http_requests", "rejects", "bench_results",
-               "phase_timings", "request_metrics")
+               "phase_timings", "request_metrics", "traces", "trace_kernels",
+               "trace_annotations", "trace_ops")
 
 
 def schemas_dir() -> Path:
@@ -74,6 +82,7 @@ class Store:
         except duckdb.Error as exc:
             raise DatabaseError(f"cannot open database: {exc}", path=path,
                                 hint="is another process writing to it?") from exc
+        con.execute("SET enable_progress_bar = false")
         store = cls(con, path)
         if not read_only:
             store.migrate()
@@ -214,6 +223,70 @@ class Store:
 
     def name_taken(self, name: str) -> bool:
         return self.one("SELECT 1 FROM runs WHERE name = ?", [name]) is not None
+
+
+class Spool:
+    """Rows bound for several tables, held in temporary Parquet files until :meth:`load`.
+
+    Use it inside the file's transaction: ``add`` as rows come, ``load`` once at the end
+    (one ``INSERT ... SELECT`` per table), ``close`` always (it removes the files).
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.dir = Path(tempfile.mkdtemp(prefix="logpipe-spool-"))
+        self.parts: dict[str, list[Path]] = {}
+        self.cols: dict[str, list[str]] = {}
+
+    def add(self, table: str, frame: pl.DataFrame, **constants: Any) -> int:
+        """Spool ``frame`` (plus constant text columns) for ``table``; returns its rows."""
+        if frame.height == 0:
+            return 0
+        if table not in self.cols:
+            self.cols[table] = [c for c, _ in self.store.columns(table)]
+        frame = frame.with_columns(
+            [pl.lit(v, dtype=pl.String).alias(k) for k, v in constants.items()])
+        frame = frame.select([c for c in self.cols[table] if c in frame.columns])
+        parts = self.parts.setdefault(table, [])
+        path = self.dir / f"{table}-{len(parts):06d}.parquet"
+        frame.write_parquet(path, compression="lz4", statistics=False)
+        parts.append(path)
+        return frame.height
+
+    def files(self, table: str) -> list[str]:
+        """The Parquet files spooled for ``table`` (read them with ``read_parquet``)."""
+        return [str(p) for p in self.parts.get(table, [])]
+
+    def columns(self, table: str) -> list[str]:
+        """Columns of ``table`` present in its spooled files, in table order."""
+        files = self.files(table)
+        if not files:
+            return []
+        names = {n for (n,) in self.store.all(
+            "SELECT name FROM parquet_schema(?)", [files])}
+        return [c for c in self.cols[table] if c in names]
+
+    def load(self, tables: list[str] | None = None) -> None:
+        """Insert what was spooled for ``tables`` (default: all), one statement each."""
+        for table in tables if tables is not None else list(self.parts):
+            parts = self.files(table)
+            if not parts:
+                continue
+            cols = ", ".join(self.columns(table))
+            self.store.con.execute(
+                f"INSERT INTO {table} ({cols}) SELECT {cols} FROM "
+                "read_parquet(?, union_by_name = true)", [parts])
+            for p in self.parts.pop(table):
+                p.unlink()
+
+    def close(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> Spool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def default_db() -> str:

@@ -225,3 +225,46 @@ WHERE p.profiled AND NOT coalesce(u.profiled, false) AND p.env_complete AND u.en
   AND rp.spec_eagle_topk IS NOT DISTINCT FROM ru.spec_eagle_topk
   AND rp.spec_num_draft_tokens IS NOT DISTINCT FROM ru.spec_num_draft_tokens
   AND p.steady_gen_throughput > 0;
+
+-- Device time per kernel of each profiler trace, biggest first within a trace: count,
+-- total and mean time, and the kernel's share of the trace's device time.  "Top kernels
+-- of run X": WHERE run = 'X' ORDER BY total_ms DESC.
+CREATE OR REPLACE VIEW kernel_summary AS
+WITH per AS (
+    SELECT source_path, kernel_class, name AS kernel, count(*) AS launches,
+           sum(dur_us) / 1000.0 AS total_ms, avg(dur_us) AS mean_us
+    FROM trace_kernels GROUP BY source_path, kernel_class, name
+)
+SELECT r.name AS run, t.run_id, p.source_path, t.tp_rank, t.dp_rank, t.pp_rank, t.ep_rank,
+       t.stage, p.kernel_class, p.kernel, p.launches, p.total_ms, p.mean_us,
+       p.total_ms / sum(p.total_ms) OVER (PARTITION BY p.source_path) AS share
+FROM per p JOIN traces t USING (source_path) LEFT JOIN runs r ON r.run_id = t.run_id;
+
+-- Device time per kernel class (gemm, attention, communication, memory, other) per trace.
+CREATE OR REPLACE VIEW kernel_class_summary AS
+SELECT run, run_id, source_path, tp_rank, kernel_class, sum(launches) AS launches,
+       sum(total_ms) AS total_ms, sum(share) AS share
+FROM kernel_summary GROUP BY ALL;
+
+-- Per user annotation (record_function range such as draft / verify) of each trace: how
+-- often it ran, its CPU-side wall time, and the device time of the kernels launched
+-- inside it, with that time's share of all annotated kernel time.
+CREATE OR REPLACE VIEW annotation_summary AS
+WITH spans AS (
+    SELECT source_path, name AS annotation,
+           count(*) FILTER (WHERE side = 'cpu') AS calls,
+           sum(dur_us) FILTER (WHERE side = 'cpu') / 1000.0 AS cpu_ms,
+           sum(dur_us) FILTER (WHERE side = 'gpu') / 1000.0 AS gpu_span_ms
+    FROM trace_annotations WHERE NOT starts_with(name, 'ProfilerStep#')
+    GROUP BY ALL
+),
+kern AS (
+    SELECT source_path, annotation, count(*) AS kernels, sum(dur_us) / 1000.0 AS kernel_ms
+    FROM trace_kernels WHERE annotation IS NOT NULL GROUP BY ALL
+)
+SELECT r.name AS run, t.run_id, s.source_path, t.tp_rank, s.annotation, s.calls, s.cpu_ms,
+       s.gpu_span_ms, coalesce(k.kernels, 0) AS kernels, coalesce(k.kernel_ms, 0) AS kernel_ms,
+       k.kernel_ms / sum(k.kernel_ms) OVER (PARTITION BY s.source_path) AS kernel_share
+FROM spans s JOIN traces t USING (source_path)
+LEFT JOIN kern k USING (source_path, annotation)
+LEFT JOIN runs r ON r.run_id = t.run_id;

@@ -701,6 +701,27 @@ def phase_dump(tps: float, synchronized: bool, seed: int, start: datetime,
     return "\n".join(lines) + "\n"
 
 
+TRACE_PROFILE_ID = "1777885800.5"
+"""Profile id of the recorded traces under sample_logs/traces/ (see make_torch_traces.py)."""
+
+
+def profiled_log(start: datetime, seed: int) -> list[str]:
+    """A one-GPU server whose torch profiler ran for a while (``/start_profile``): the
+    profile id in its log names the recorded trace next to it."""
+    log = Log(MISSION_ERA, start, random.Random(seed))
+    startup(log, base_args(MISSION_MODEL, tp_size=1, mem_fraction_static=0.85),
+            "Qwen3MoeForCausalLM", tp=1)
+    workload(log, requests=3, lines_per_req=8, tps=71.0, noise=0.8)
+    log.s("Profiling starts. Traces will be saved to: /tmp/sglang-traces "
+          f"(with profile id: {TRACE_PROFILE_ID})")
+    workload(log, requests=1, lines_per_req=4, tps=31.0, noise=0.5)
+    log.s("Stop profiling...")
+    log.s("Profiling done. Traces are saved to: /tmp/sglang-traces")
+    workload(log, requests=3, lines_per_req=8, tps=71.0, noise=0.8)
+    shutdown(log)
+    return log.lines
+
+
 # --------------------------------------------------------------------------- write
 
 def generate(out: Path) -> list[Path]:
@@ -746,6 +767,8 @@ def generate(out: Path) -> list[Path]:
         mission_manifest(False, True, "2026-05-04T14:58:40+00:00"), indent=2) + "\n").encode()
     files["profiles/eagle3-profiled/phase_timings.jsonl"] = phase_dump(
         33.0, True, seed=61, start=start + timedelta(seconds=40)).encode()
+    # next to a recorded H200 trace (not generated: scripts/make_torch_traces.py)
+    put("traces/h200-decode/server.log", profiled_log(datetime(2026, 11, 29, 10, 44, 15), 63))
     files["mission/eagle3-untuned/phase_timings.jsonl"] = phase_dump(
         75.9, False, seed=62, start=datetime(2026, 5, 4, 13, 0, 40)).encode()
     # the mission's trap on a second model: its only baseline was measured tuned

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from logpipe.changepoints import change_points, judge_history
 from logpipe.cli import app
 from logpipe.ingest import ingest_paths
-from tests.conftest import SAMPLES, load_generator
+from tests.conftest import SAMPLES, load_generator, query
 
 runner = CliRunner()
 
@@ -223,13 +223,14 @@ def test_change_points_on_synthetic_series() -> None:
 
 def test_user_suite_and_unknown_suite(tmp_path: Path, sample_db: Path) -> None:
     suite = tmp_path / "mine.toml"
-    suite.write_text('name = "mine"\n[[checks]]\nname = "at least 40 runs"\n'
+    (runs,), = query(sample_db, "SELECT count(*) FROM runs")
+    suite.write_text('name = "mine"\n[[checks]]\nname = "too many runs"\n'
                      'query = "SELECT count(*) AS n FROM runs"\n'
                      'expectation = "expect_column_values_to_be_between"\n'
-                     'kwargs = { column = "n", min_value = 40 }\nshow = ["n"]\n')
+                     f'kwargs = {{ column = "n", min_value = {runs + 1} }}\nshow = ["n"]\n')
     code, out = check(sample_db, "--suite-file", str(suite), "--suite", "mine")
     assert code == 1
-    assert failing(out, "at least 40 runs") == [{"n": 36}]
+    assert failing(out, "too many runs") == [{"n": runs}]
     bad = runner.invoke(app, ["check", "--db", str(sample_db), "--suite", "nope"])
     assert bad.exit_code == 2
     assert bad.stderr.startswith("Error: unknown suite(s): nope")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from logpipe.readers import read_head
 from logpipe.sources import HEAD_BYTES, registered
 from tests.conftest import ROOT, SAMPLES
 
@@ -12,7 +13,8 @@ CASES = [(s.name, sample) for s in KINDS for sample in s.samples]
 
 
 def head(path) -> str:
-    return path.read_bytes()[:HEAD_BYTES].decode("utf-8", errors="replace")
+    """What ingest sniffs: the first 64 KiB, decompressed."""
+    return read_head(path, HEAD_BYTES).decode("utf-8", errors="replace")
 
 
 def test_every_kind_ships_samples() -> None:

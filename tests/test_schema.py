@@ -29,7 +29,8 @@ def test_blank_database_has_documented_columns(db: Path) -> None:
     docs = documented()
     assert set(docs) == {"sources", "runs", "run_env", "batches", "events",
                          "http_requests", "rejects", "bench_results", "phase_timings",
-                         "request_metrics"}
+                         "request_metrics", "traces", "trace_kernels", "trace_annotations",
+                         "trace_ops"}
     with Store.open(db) as store:
         for table, columns in docs.items():
             assert store.columns(table) == columns, table
@@ -53,7 +54,8 @@ def test_documented_views_exist(db: Path) -> None:
     text = (ROOT / "schemas" / "README.md").read_text().split("\n## Views")[1]
     views = re.findall(r"^### `(\w+)`", text, re.M)
     assert views == ["batch_states", "steady_decode", "run_pairs", "spec_pairing",
-                     "bench_vs_log", "phase_summary", "profiling_overhead", "run_summary"]
+                     "bench_vs_log", "phase_summary", "profiling_overhead", "kernel_summary",
+                     "kernel_class_summary", "annotation_summary", "run_summary"]
     with Store.open(db) as store:
         for view in views:
             assert store.columns(view), view

@@ -97,6 +97,13 @@ def ingest_summary(result: IngestResult) -> str:
     ]
     if result.rows("bench_results"):
         lines.insert(3, f"  benchmark records: {result.rows('bench_results')}")
+    if result.rows("trace_kernels") or result.rows("trace_ops"):
+        lines.insert(3, "  profiler traces: " + ", ".join(
+            f"{result.rows(t)} {t}" for t in ("trace_kernels", "trace_annotations",
+                                              "trace_ops")))
+    for f in result.files:
+        if f.status != "failed" and f.detail and f.kind == "torch_trace":
+            lines.append(f"  note: {_display(f.path)}: {f.detail}")
     for f in result.files:
         if f.status in ("failed", "duplicate"):
             lines.append(f"  {f.status}: {_display(f.path)}: {f.detail}")
