@@ -355,6 +355,11 @@ def _write_chunk(store: Store, key: str, chunk: ParsedChunk, runs: _RunBook,
     ):
         n = store.insert(table, with_run(frame), source_path=key)
         res.rows[table] = res.rows.get(table, 0) + n
+    for table, frame in (("request_metrics", chunk.requests), ("phase_timings", chunk.phases)):
+        if frame.height:
+            n = store.insert(table, with_run(frame).with_columns(
+                pl.lit(IN_LOG).alias("link_method")), source_path=key)
+            res.rows[table] = res.rows.get(table, 0) + n
     if chunk.continuation:
         open_line = store.one(
             "SELECT max(line_no) FROM events WHERE source_path = ? AND kind = 'error'", [key]
@@ -563,6 +568,8 @@ def _ingest_trace(store: Store, path: Path, key: str, options: EnvOptions) -> Fi
 
 
 LINKED_TABLES = ("bench_results", "phase_timings", "request_metrics", "traces")
+IN_LOG = "server log"
+"""link_method of records printed in the server log itself: they belong to its run."""
 # when a record file was written, for the time-window link
 LINK_TIME = {"traces": "coalesce(t.started_at, s.mtime)"}
 
@@ -587,7 +594,7 @@ def link_records(store: Store) -> list[str]:
         files = store.all(
             f"SELECT DISTINCT t.source_path, {LINK_TIME.get(table, 's.mtime')} FROM {table} t "
             "JOIN sources s ON s.path = t.source_path "
-            "WHERE t.link_method IS DISTINCT FROM 'explicit'")
+            f"WHERE coalesce(t.link_method, '') NOT IN ('explicit', '{IN_LOG}')")
         for src, mtime in files:
             if src in by_profile_id:
                 continue

@@ -12,6 +12,10 @@ Paste this file into a worker, or ``from logpipe.phase_dump import PhaseRecorder
             ...
         rec.cycle(batch_size=bs, accepted_tokens=n_accepted)
 
+To print the records into the server log instead (logpipe finds them there as
+``phase_timings: {json}`` lines and gives them to that log's run), pass a logging
+function and no path: ``PhaseRecorder(log=logging.getLogger(__name__).info)``.
+
 Each ``cycle`` appends one JSON line (``schemas/phase_timings.md``): the wall time, the
 batch size, the milliseconds of each phase (any names), the accepted tokens, and whether
 timings were taken with device synchronisation.  Passing ``synchronize`` (a function
@@ -29,12 +33,17 @@ from contextlib import contextmanager
 from typing import Any, TextIO
 
 FORMAT_VERSION = 1
+LOG_PREFIX = "phase_timings: "
 
 
 class PhaseRecorder:
-    def __init__(self, path: str, synchronize: Callable[[], Any] | None = None,
-                 rank: int | None = None) -> None:
-        self._fh: TextIO = open(path, "a", encoding="utf-8")  # noqa: SIM115 (closed in close)
+    def __init__(self, path: str | None = None, synchronize: Callable[[], Any] | None = None,
+                 rank: int | None = None, log: Callable[[str], Any] | None = None) -> None:
+        if (path is None) == (log is None):
+            raise ValueError("give a path or a log function (one of them)")
+        self._fh: TextIO | None = (
+            open(path, "a", encoding="utf-8") if path else None)  # noqa: SIM115
+        self._log = log
         self._sync = synchronize
         self._rank = rank
         self._phases: dict[str, float] = {}
@@ -58,12 +67,16 @@ class PhaseRecorder:
         if self._rank is not None:
             record["rank"] = self._rank
         record.update(extra)
-        self._fh.write(json.dumps(record) + "\n")
-        self._fh.flush()
+        if self._fh is not None:
+            self._fh.write(json.dumps(record) + "\n")
+            self._fh.flush()
+        elif self._log is not None:
+            self._log(LOG_PREFIX + json.dumps(record))
         self._phases = {}
 
     def close(self) -> None:
-        self._fh.close()
+        if self._fh is not None:
+            self._fh.close()
 
     def __enter__(self) -> PhaseRecorder:
         return self

@@ -27,6 +27,7 @@ from logpipe.sources import Source, register
 from logpipe.sources.sglang_batches import COLUMNS, parse_batches
 from logpipe.sources.sglang_events import ERROR_START, classify, event_attrs, parse_http
 from logpipe.sources.sglang_prefix import split_prefixes, timestamps
+from logpipe.sources.sglang_records import is_record, parse_records
 
 NAME = "sglang_server_log"
 RAW_LIMIT = 2000
@@ -107,6 +108,10 @@ class ParsedChunk:
     continuation: str | None = None
     """Text continuing the error event left open by the previous block."""
     noise: int = 0
+    requests: pl.DataFrame = field(default_factory=pl.DataFrame)
+    """``request_metrics`` rows from request-log lines (``run_seq``, ``line_no``, ...)."""
+    phases: pl.DataFrame = field(default_factory=pl.DataFrame)
+    """``phase_timings`` rows from ``phase_timings:`` lines."""
 
 
 @lru_cache(maxsize=8192)
@@ -174,11 +179,13 @@ def parse_chunk(text: str, first_line_no: int, state: LogState, fallback_date: s
     )
     df = df.join(kinds, on="row", how="left", maintain_order="left").with_columns(
         run_seq.alias("run_seq"),
-        pl.when(pl.col("cat").is_null() & pl.col("event_kind").is_not_null())
-        .then(pl.lit("event"))
-        .otherwise(pl.col("cat"))
+        pl.when(pl.col("cat").is_not_null()).then(pl.col("cat"))
+        .when(is_record(pl.col("msg"))).then(pl.lit("record"))
+        .when(pl.col("event_kind").is_not_null()).then(pl.lit("event"))
         .alias("cat"),
     )
+    requests, phase_rows, record_rejects = parse_records(
+        df.filter(pl.col("cat") == "record").select("row", "line_no", "run_seq", "msg"))
     # Continuations: unprefixed, unrecognised lines belong to the preceding leader line.
     leader = (pl.col("has_prefix") | pl.col("cat").is_not_null()
               | pl.col("msg").str.contains(ERROR_START))
@@ -247,7 +254,9 @@ def parse_chunk(text: str, first_line_no: int, state: LogState, fallback_date: s
         "run_seq", "line_no", "ts", "client", "method", "path", "protocol", "status",
         "status_text",
     )
-    rejects = df.join(rejects, on="row", how="inner", maintain_order="left").select(
+    rejects = df.join(
+        pl.concat([rejects.select("row", "reason"), record_rejects.select("row", "reason")]),
+        on="row", how="inner", maintain_order="left").select(
         "run_seq", "line_no", "reason",
         pl.col("raw").str.replace_all("\r", "").str.slice(0, RAW_LIMIT).alias("raw"),
     )
@@ -277,4 +286,5 @@ def parse_chunk(text: str, first_line_no: int, state: LogState, fallback_date: s
             )
         state.lines = int(last["line_no"][0])
     return ParsedChunk(batches=batches, events=events, http=http, rejects=rejects, runs=runs,
-                       launches=launches, continuation=continuation, noise=noise)
+                       launches=launches, continuation=continuation, noise=noise,
+                       requests=requests, phases=phase_rows)

@@ -1,0 +1,184 @@
+"""Per-request and per-cycle records printed inside an SGLang server log.
+
+- **Request logs** (``--log-requests``, reference §3.5): ``in=..., out={...}`` (0.2.15–
+  0.4.0) and ``Finish: obj=..., out={...}`` (0.4.1+) text lines (Python reprs, long
+  values cut as ``'abc' ... 'xyz'``), and the JSON
+  events of ``--log-requests-format json`` (0.5.7+: ``{"timestamp": ..., "event":
+  "request.finished", "rid": ..., "out": {...}}``).  The ``meta_info`` of ``out`` becomes a
+  ``request_metrics`` row; prompt and output text are never kept.
+- **Phase records**: ``phase_timings: {json}``, the plain-text form of a phase-timing
+  dump record (``schemas/phase_timings.md``) written through a logger, e.g. by
+  ``PhaseRecorder(log=logger.info)``.
+
+Both are rare next to batch lines, so each is parsed in Python.  A record that cannot be
+read becomes a reject with its reason.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from typing import Any
+
+import polars as pl
+
+from logpipe.sources import phases, request_metrics
+
+FINISH = "Finish: "
+OLD_FINISH = "in="
+PHASE_PREFIX = "phase_timings: "
+JSON_FINISHED = '"event": "request.finished"'
+
+
+def is_record(msg: pl.Expr) -> pl.Expr:
+    """Lines this module reads (a cheap vectorised test on the message)."""
+    return (msg.str.starts_with(FINISH) | msg.str.starts_with(PHASE_PREFIX)
+            | (msg.str.starts_with(OLD_FINISH) & msg.str.contains("'meta_info': {",
+                                                                  literal=True))
+            | (msg.str.starts_with("{") & msg.str.contains(JSON_FINISHED, literal=True)))
+
+
+def _closing(text: str, start: int) -> int:
+    """Index just past the bracket that closes ``text[start]`` (quote-aware), or -1."""
+    depth, i, n, quote = 0, start, len(text), ""
+    while i < n:
+        c = text[i]
+        if quote:
+            if c == "\\":
+                i += 1
+            elif c == quote:
+                quote = ""
+        elif c in "'\"":
+            quote = c
+        elif c in "{[(":
+            depth += 1
+        elif c in "}])":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return -1
+
+
+def _top_level_items(body: str) -> list[tuple[str, str]]:
+    """``'key': value`` pairs of a dict repr's body, values left as text."""
+    items: list[tuple[str, str]] = []
+    i, n = 0, len(body)
+    while i < n:
+        while i < n and body[i] in " ,":
+            i += 1
+        if i >= n or body[i] not in "'\"":
+            break
+        end = body.find(body[i], i + 1)
+        if end < 0 or body[end + 1: end + 3] != ": ":
+            break
+        key, i = body[i + 1: end], end + 3
+        j = i
+        while j < n:
+            c = body[j]
+            if c in "{[(":
+                k = _closing(body, j)
+                if k < 0:
+                    return items
+                j = k
+            elif c in "'\"":
+                k = body.find(c, j + 1)
+                while k > 0 and body[k - 1] == "\\":
+                    k = body.find(c, k + 1)
+                if k < 0:
+                    return items
+                j = k + 1
+            elif body.startswith(", '", j) or body.startswith(', "', j):
+                break
+            else:
+                j += 1
+        items.append((key, body[i:j].strip()))
+        i = j
+    return items
+
+
+def _literal(text: str) -> Any:
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        if text in ("inf", "-inf", "nan"):
+            return float(text)
+        return text  # a cut or non-literal value, kept as printed
+
+
+def finish_meta_info(msg: str) -> dict[str, Any] | None:
+    """The ``meta_info`` dict of a ``Finish:`` line, or None when it has none."""
+    out_at = msg.rfind(", out={")
+    search_from = out_at if out_at >= 0 else 0
+    at = msg.find("'meta_info': {", search_from)
+    if at < 0:
+        return None
+    start = at + len("'meta_info': ")
+    end = _closing(msg, start)
+    if end < 0:
+        return None
+    text = msg[start:end]
+    try:
+        value = ast.literal_eval(text)
+        if isinstance(value, dict):
+            return value
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        pass
+    return {k: _literal(v) for k, v in _top_level_items(text[1:-1])}
+
+
+def request_row(msg: str) -> tuple[dict[str, Any] | None, str | None]:
+    """``(request_metrics row, None)`` or ``(None, reason)`` for a request-log line."""
+    if msg.startswith((FINISH, OLD_FINISH)):
+        meta = finish_meta_info(msg)
+        if meta is None:
+            return None, "Finish line without a readable meta_info"
+        obj: dict[str, Any] = dict(meta)
+    else:
+        try:
+            event = json.loads(msg)
+        except ValueError as exc:
+            return None, f"request event is not JSON: {exc}"
+        out = event.get("out") if isinstance(event, dict) else None
+        meta = out.get("meta_info") if isinstance(out, dict) else None
+        if not isinstance(meta, dict):
+            return None, "request event without out.meta_info"
+        obj = dict(meta)
+        obj.setdefault("rid", event.get("rid"))
+    rows, rejects = request_metrics.parse(json.dumps(obj, default=str))
+    if rejects or not rows:
+        return None, rejects[0][1] if rejects else "no request metrics"
+    return rows[0][1], None
+
+
+def parse_records(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """``(requests, phase rows, rejects)`` from the record lines of ``df`` (columns
+    ``row, line_no, run_seq, msg``); each frame keeps ``row``, ``line_no`` and ``run_seq``."""
+    hits = df.filter(is_record(pl.col("msg")))
+    requests: list[dict[str, Any]] = []
+    phase_rows: list[dict[str, Any]] = []
+    rejects: list[tuple[int, int, int, str]] = []
+    for row, line_no, run_seq, msg in zip(hits["row"], hits["line_no"], hits["run_seq"],
+                                          hits["msg"], strict=True):
+        where = {"row": row, "line_no": line_no, "run_seq": run_seq}
+        if msg.startswith(PHASE_PREFIX):
+            got, bad = phases.parse(msg[len(PHASE_PREFIX):])
+            if bad:
+                rejects.append((row, line_no, run_seq, f"phase record: {bad[0][1]}"))
+            phase_rows.extend({**where, **r} for _, r in got)
+            continue
+        req, reason = request_row(msg)
+        if req is None:
+            rejects.append((row, line_no, run_seq, reason or "unreadable request record"))
+        else:
+            requests.append({**where, **req})
+    return (_frame(requests), _frame(phase_rows),
+            pl.DataFrame(rejects, schema={"row": pl.UInt32, "line_no": pl.Int64,
+                                          "run_seq": pl.Int64, "reason": pl.String},
+                         orient="row"))
+
+
+def _frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
+    if not rows:
+        return pl.DataFrame(schema={"row": pl.UInt32, "line_no": pl.Int64, "run_seq": pl.Int64})
+    return pl.DataFrame(rows, infer_schema_length=None)
