@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from html.parser import HTMLParser
@@ -70,6 +71,7 @@ def report_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in ("baseline-untuned", "eagle3-untuned"):
         shutil.copytree(SAMPLES / "mission" / name, logs / name)
     shutil.copytree(SAMPLES / "profiles" / "eagle3-profiled", logs / "eagle3-profiled")
+    shutil.copytree(SAMPLES / "traces" / "h200-decode", logs / "h200-decode")
     for steps in (1, 3):
         shutil.copytree(SAMPLES / "sweep" / f"eagle3-steps{steps}", logs / f"eagle3-steps{steps}")
     # a hostile value in a manifest: it must come out as text, never as markup
@@ -83,9 +85,10 @@ def report_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = root / "report.html"
     result = runner.invoke(app, ["report", "--db", str(db), "-o", str(out), "--run",
                                  "baseline-untuned", "--run", "eagle3-untuned", "--run",
-                                 "eagle3-steps1", "--run", "eagle3-steps3", "--run", "evil"])
+                                 "eagle3-steps1", "--run", "eagle3-steps3", "--run", "evil",
+                                 "--run", "h200-decode"])
     assert result.exit_code == 0, result.output
-    assert result.stdout == f"Wrote {out}: 5 run(s), 3 plot(s)\n"
+    assert result.stdout == f"Wrote {out}: 6 run(s), 3 plot(s)\n"
     return out
 
 
@@ -118,6 +121,11 @@ def test_report_is_self_contained_and_escaped(report_file: Path) -> None:
     assert "<td>verify</td><td>false</td><td>200</td><td>0.898</td>" in text
     assert "<td>eagle3-profiled</td><td>eagle3-untuned</td><td>33.0</td><td>75.9</td>" \
         "<td>2.3</td>" in text
+    kernels = text[text.index("<h2>Top kernels (profiler traces)</h2>"):]
+    first = re.search(r"<tr><td>h200-decode</td><td>0</td><td>(\w+)</td><td>([^<]+)</td>",
+                      kernels)
+    assert first and first.groups()[0] == "gemm" and first.groups()[1].startswith("nvjet_")
+    assert "<td>h200-decode</td><td>0</td><td>verify</td><td>6</td>" in kernels
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed "

@@ -169,6 +169,40 @@ def _sweep_figure(result: Any) -> dict[str, Any] | None:
         "margin": {"l": 60, "r": 60, "t": 50, "b": 50}}}
 
 
+TOP_KERNELS = 10
+
+
+def _kernel_section(store: Store, runs: list[tuple[str, str]]) -> tuple[str, str]:
+    """Top kernels, kernel classes and annotations of the runs' linked profiler traces."""
+    ids = [rid for rid, _ in runs]
+    marks = ", ".join("?" for _ in ids)
+    top = store.all(
+        "SELECT run, coalesce(CAST(tp_rank AS VARCHAR), '') AS tp, kernel_class, "
+        "left(kernel, 90), launches, round(total_ms, 3), round(mean_us, 2), "
+        "round(100 * share, 1) FROM (SELECT *, row_number() OVER (PARTITION BY source_path "
+        f"ORDER BY total_ms DESC) AS n FROM kernel_summary WHERE run_id IN ({marks})) "
+        f"WHERE n <= {TOP_KERNELS} ORDER BY run, tp, total_ms DESC", ids)
+    if not top:
+        return ("Kernel traces", "<p>No PyTorch profiler trace is linked to these runs.</p>")
+    classes = store.all(
+        "SELECT run, coalesce(CAST(tp_rank AS VARCHAR), ''), kernel_class, launches, "
+        f"round(total_ms, 3), round(100 * share, 1) FROM kernel_class_summary "
+        f"WHERE run_id IN ({marks}) ORDER BY 1, 2, total_ms DESC", ids)
+    notes = store.all(
+        "SELECT run, coalesce(CAST(tp_rank AS VARCHAR), ''), annotation, calls, "
+        "round(cpu_ms, 3), kernels, round(kernel_ms, 3), round(100 * kernel_share, 1) "
+        f"FROM annotation_summary WHERE run_id IN ({marks}) ORDER BY 1, 2, kernel_ms DESC",
+        ids)
+    body = (f"<p>Top {TOP_KERNELS} kernels by device time per trace.</p>"
+            + _table(["run", "TP rank", "class", "kernel", "launches", "total ms", "mean µs",
+                      "% of device time"], [list(r) for r in top])
+            + _table(["run", "TP rank", "class", "launches", "total ms", "% of device time"],
+                     [list(r) for r in classes])
+            + _table(["run", "TP rank", "annotation", "calls", "CPU ms", "kernels",
+                      "kernel ms", "% of annotated kernel time"], [list(r) for r in notes]))
+    return ("Top kernels (profiler traces)", body)
+
+
 def build_report(db: str | Path, out: str | Path, refs: list[str] | None = None,
                  with_checks: bool = True) -> ReportResult:
     """Write the HTML report for ``refs`` (default: up to 8 runs, captured ones first)."""
@@ -252,6 +286,7 @@ def build_report(db: str | Path, out: str | Path, refs: list[str] | None = None,
             "SELECT profiled_run, unprofiled_run, round(profiled_tps, 1), "
             "round(unprofiled_tps, 1), round(overhead_factor, 2) FROM profiling_overhead "
             "ORDER BY 1, 2")
+        kernel_section = _kernel_section(store, runs)
     if phase_rows:
         sections.append(("Phase shares (speculative decoding)", _table(
             ["run", "phase", "synchronized", "cycles", "share of cycle", "ms per cycle",
@@ -263,7 +298,7 @@ def build_report(db: str | Path, out: str | Path, refs: list[str] | None = None,
         sections.append(("Profiling overhead", _table(
             ["profiled run", "unprofiled run", "profiled tok/s", "unprofiled tok/s",
              "slowdown"], [list(r) for r in overhead])))
-    sections.append(("Kernel traces", "<p>PyTorch profiler traces are not ingested yet.</p>"))
+    sections.append(kernel_section)
 
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'>",
