@@ -79,6 +79,10 @@ def ingest(
         "--tiers", help="TOML file of tier rules tried before schemas/tiers.toml.")] = None,
     run: Annotated[str | None, typer.Option(
         "--run", help="Link the benchmark files of this ingest to this run.")] = None,
+    keep_request_text: Annotated[bool, typer.Option(
+        "--keep-request-text",
+        help="Also store prompt and output text of request records (off: never stored).")]
+    = False,
 ) -> None:
     """Detect and parse every file under PATHS into the database, idempotently.
 
@@ -105,7 +109,8 @@ def ingest(
 
     try:
         result = ingest_paths(paths, db, env=env_pairs, tags=tag_pairs, tiers_file=tiers,
-                              bench_run=run, on_total=on_total,
+                              bench_run=run, keep_request_text=keep_request_text,
+                              on_total=on_total,
                               progress=lambda n: progress.advance(task, n))
     except LogpipeError as exc:
         _fail(exc)

@@ -145,6 +145,8 @@ class EnvOptions:
     tiers: Tiers | None = None
     bench_run: str | None = None
     """Run that benchmark files of this ingest measured (``--run``)."""
+    keep_request_text: bool = False
+    """Store prompt and output text of request records (``--keep-request-text``)."""
 
 
 def ingest_paths(
@@ -155,6 +157,7 @@ def ingest_paths(
     tags: dict[str, str] | None = None,
     tiers_file: Path | None = None,
     bench_run: str | None = None,
+    keep_request_text: bool = False,
     progress: Progress | None = None,
     on_total: Callable[[int], None] | None = None,
 ) -> IngestResult:
@@ -165,7 +168,8 @@ def ingest_paths(
     """
     started = time.perf_counter()
     db_path = Path(db)
-    options = EnvOptions(dict(env or {}), dict(tags or {}), Tiers.load(tiers_file), bench_run)
+    options = EnvOptions(dict(env or {}), dict(tags or {}), Tiers.load(tiers_file), bench_run,
+                         keep_request_text)
     files = walk([Path(p) for p in paths], exclude=[db_path])
     if on_total is not None:
         on_total(sum(f.stat().st_size for f, _ in files))
@@ -195,7 +199,8 @@ def _ingest_file(store: Store, path: Path, root: Path, options: EnvOptions,
     try:
         with store.transaction():
             if source.name == SGLANG:
-                res = _ingest_log(store, path, key, source.name, head, progress)
+                res = _ingest_log(store, path, key, source.name, head, progress,
+                                  options.keep_request_text)
                 if res.status != "duplicate":
                     attach_env(store, key, discover(path, root), options)
             elif source.name == torch_trace.SOURCE.name:
@@ -240,7 +245,7 @@ def _same_prefix(path: Path, row: dict[str, Any]) -> bool:
 
 
 def _ingest_log(store: Store, path: Path, key: str, kind: str, head: bytes,
-                progress: Progress | None) -> FileResult:
+                progress: Progress | None, keep_text: bool = False) -> FileResult:
     stat = path.stat()
     head_sha = hashlib.sha256(head[:HEAD_HASH_BYTES]).hexdigest()
     existing = store.source(key)
@@ -294,7 +299,7 @@ def _ingest_log(store: Store, path: Path, key: str, kind: str, head: bytes,
             tail = (tail + block)[-TAIL_HASH_BYTES:]
             offset += len(block)
             text = block.decode("utf-8", errors="replace")
-            chunk = parse_chunk(text, state.lines + 1, state, fallback_date)
+            chunk = parse_chunk(text, state.lines + 1, state, fallback_date, keep_text)
             _write_chunk(store, key, chunk, runs, res)
             rejected += chunk.rejects.height
             noise += chunk.noise
@@ -528,7 +533,7 @@ def _ingest_records(store: Store, path: Path, key: str, kind: str,
         rows, rejects = phases.parse(text)
         table = "phase_timings"
     elif kind == request_metrics.SOURCE.name:
-        rows, rejects = request_metrics.parse(text)
+        rows, rejects = request_metrics.parse(text, keep_text=options.keep_request_text)
         table = "request_metrics"
     else:
         rows, rejects = bench.parse_jsonl(text)

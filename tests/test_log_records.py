@@ -128,3 +128,15 @@ def test_meta_info_of_a_cut_line_is_read_key_by_key() -> None:
     assert meta is not None
     assert meta["completion_tokens"] == 2048 and meta["spec_accept_length"] == 2.41
     assert meta["finish_reason"] == {"type": "stop", "matched": 151645}
+
+
+def test_text_is_kept_only_when_asked(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("\n".join([*HEAD, FINISH_L2, JSON_EVENT]) + "\n")
+    db = tmp_path / "k.duckdb"
+    ingest_paths([log], db, keep_request_text=True)
+    rows = query(db, "SELECT rid, extra->>'prompt_text', extra->>'output_text' "
+                     "FROM request_metrics ORDER BY line_no")
+    assert rows == [("r-2", "'Write a poem about ' ... ' the sea.'",
+                     "'The sea, the sea' ... 'and the end, out={'"),
+                    ("r-3", "secret prompt", "secret answer")]

@@ -1,6 +1,7 @@
 """Per-request metrics of ``--export-metrics-to-file`` (reference §6.1): JSON Lines, one
 object per finished request — ``request_parameters`` (a JSON *string*) merged with every
-``meta_info`` key.  Text (prompts, messages, outputs, token ids) is never stored.
+``meta_info`` key.  Text (prompts, messages, outputs, token ids) is not stored unless the
+user asks for it (``ingest --keep-request-text``).
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ from typing import Any
 from logpipe.sources import Source, register
 from logpipe.sources.records import first_json_object, json_objects
 
-TEXT_KEYS = {"text", "prompt", "messages", "input_ids", "output_ids", "input_embeds",
-             "image_data", "audio_data", "video_data", "output_text", "generated_text"}
+TEXT_KEYS = {"text", "prompt", "prompt_text", "output_text", "messages", "input_ids",
+             "output_ids", "input_embeds", "image_data", "audio_data", "video_data",
+             "generated_text"}
 COLUMNS = {"prompt_tokens": int, "completion_tokens": int, "cached_tokens": int,
            "spec_verify_ct": int, "spec_accept_length": float}
 
@@ -38,9 +40,15 @@ def _without_text(value: Any) -> Any:
     return value
 
 
-def parse(text: str) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple[int, str, str]]]:
+def _as_is(value: Any) -> Any:
+    return value
+
+
+def parse(text: str, keep_text: bool = False
+          ) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple[int, str, str]]]:
     rows: list[tuple[int, dict[str, Any]]] = []
     rejects: list[tuple[int, str, str]] = []
+    clean = _as_is if keep_text else _without_text
     for i, obj, _ in json_objects(text, rejects):
         params = obj.get("request_parameters")
         if isinstance(params, str):
@@ -54,14 +62,14 @@ def parse(text: str) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple[int, 
             if isinstance(obj.get("finish_reason"), dict) else obj.get("finish_reason"),
             "e2e_latency_s": float(obj["e2e_latency"])
             if isinstance(obj.get("e2e_latency"), int | float) else None,
-            "request_parameters": json.dumps(_without_text(params), default=str)
+            "request_parameters": json.dumps(clean(params), default=str)
             if isinstance(params, dict) else None,
         }
         for col, cast in COLUMNS.items():
             value = obj.get(col)
             row[col] = cast(value) if isinstance(value, int | float) else None
         known = {"id", "rid", "finish_reason", "e2e_latency", "request_parameters", *COLUMNS}
-        row["extra"] = json.dumps(_without_text({k: v for k, v in obj.items()
-                                                 if k not in known}), default=str)
+        row["extra"] = json.dumps(clean({k: v for k, v in obj.items()
+                                         if k not in known}), default=str)
         rows.append((i, row))
     return rows, rejects

@@ -150,8 +150,10 @@ def _roll_days(df: pl.DataFrame, state: LogState) -> pl.DataFrame:
     ).drop("days")
 
 
-def parse_chunk(text: str, first_line_no: int, state: LogState, fallback_date: str) -> ParsedChunk:
+def parse_chunk(text: str, first_line_no: int, state: LogState, fallback_date: str,
+                keep_text: bool = False) -> ParsedChunk:
     """Parse complete lines (``text`` ends with ``\\n``); ``first_line_no`` is 1-based.
+    ``keep_text`` keeps the prompt and output text of request-log lines.
 
     ``state`` is updated in place to describe the position after this block.
     """
@@ -185,7 +187,8 @@ def parse_chunk(text: str, first_line_no: int, state: LogState, fallback_date: s
         .alias("cat"),
     )
     requests, phase_rows, record_rejects = parse_records(
-        df.filter(pl.col("cat") == "record").select("row", "line_no", "run_seq", "msg"))
+        df.filter(pl.col("cat") == "record").select("row", "line_no", "run_seq", "msg"),
+        keep_text)
     # Continuations: unprefixed, unrecognised lines belong to the preceding leader line.
     leader = (pl.col("has_prefix") | pl.col("cat").is_not_null()
               | pl.col("msg").str.contains(ERROR_START))

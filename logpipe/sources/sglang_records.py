@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from typing import Any
 
 import polars as pl
@@ -106,18 +107,68 @@ def _literal(text: str) -> Any:
         return text  # a cut or non-literal value, kept as printed
 
 
+def _split_finish(msg: str) -> tuple[str | None, str | None]:
+    """``(obj call body, out dict body)`` of ``Finish: obj=Name(...)[, headers={...}],
+    out={...}`` or ``in=Name(...), out={...}``, found by bracket matching (text inside the
+    values may contain anything)."""
+    eq = msg.find("=")
+    paren = msg.find("(", eq)
+    if eq < 0 or paren < 0:
+        return None, None
+    obj_end = _closing(msg, paren)
+    if obj_end < 0:
+        return None, None
+    obj_body, rest = msg[paren + 1: obj_end - 1], obj_end
+    if msg.startswith(", headers={", rest):
+        rest = _closing(msg, rest + len(", headers="))
+        if rest < 0:
+            return obj_body, None
+    if not msg.startswith(", out={", rest):
+        return obj_body, None
+    out_start = rest + len(", out=")
+    out_end = _closing(msg, out_start)
+    return obj_body, (msg[out_start + 1: out_end - 1] if out_end > 0 else None)
+
+
+_KWARG_RE = re.compile(r", [A-Za-z_]\w*=")
+
+
+def _call_kwarg(body: str, name: str) -> str | None:
+    """The text of keyword ``name`` in a call body (``a=1, text='x' ... 'y', rid='r'``)."""
+    m = re.search(rf"(?:^|, ){re.escape(name)}=", body)
+    if m is None:
+        return None
+    i = j = m.end()
+    n = len(body)
+    while j < n:
+        c = body[j]
+        if c in "{[(":
+            k = _closing(body, j)
+            if k < 0:
+                break
+            j = k
+        elif c in "'\"":
+            k = body.find(c, j + 1)
+            while k > 0 and body[k - 1] == "\\":
+                k = body.find(c, k + 1)
+            if k < 0:
+                break
+            j = k + 1
+        elif _KWARG_RE.match(body, j):
+            break
+        else:
+            j += 1
+    return body[i:j].strip()
+
+
 def finish_meta_info(msg: str) -> dict[str, Any] | None:
-    """The ``meta_info`` dict of a ``Finish:`` line, or None when it has none."""
-    out_at = msg.rfind(", out={")
-    search_from = out_at if out_at >= 0 else 0
-    at = msg.find("'meta_info': {", search_from)
-    if at < 0:
+    """The ``meta_info`` dict of a ``Finish:`` / ``in=`` line, or None when it has none."""
+    _, out = _split_finish(msg)
+    if out is None:
         return None
-    start = at + len("'meta_info': ")
-    end = _closing(msg, start)
-    if end < 0:
+    text = dict(_top_level_items(out)).get("meta_info")
+    if text is None or not text.startswith("{"):
         return None
-    text = msg[start:end]
     try:
         value = ast.literal_eval(text)
         if isinstance(value, dict):
@@ -127,13 +178,21 @@ def finish_meta_info(msg: str) -> dict[str, Any] | None:
     return {k: _literal(v) for k, v in _top_level_items(text[1:-1])}
 
 
-def request_row(msg: str) -> tuple[dict[str, Any] | None, str | None]:
-    """``(request_metrics row, None)`` or ``(None, reason)`` for a request-log line."""
+def request_row(msg: str, keep_text: bool = False
+                ) -> tuple[dict[str, Any] | None, str | None]:
+    """``(request_metrics row, None)`` or ``(None, reason)`` for a request-log line.
+    ``keep_text`` adds the prompt and output text (``prompt_text``, ``output_text``)."""
     if msg.startswith((FINISH, OLD_FINISH)):
         meta = finish_meta_info(msg)
         if meta is None:
             return None, "Finish line without a readable meta_info"
         obj: dict[str, Any] = dict(meta)
+        if keep_text:
+            obj_body, out_body = _split_finish(msg)
+            prompt = _call_kwarg(obj_body or "", "text")
+            output = dict(_top_level_items(out_body or "")).get("text")
+            obj["prompt_text"] = _literal(prompt) if prompt else None
+            obj["output_text"] = _literal(output) if output else None
     else:
         try:
             event = json.loads(msg)
@@ -145,13 +204,18 @@ def request_row(msg: str) -> tuple[dict[str, Any] | None, str | None]:
             return None, "request event without out.meta_info"
         obj = dict(meta)
         obj.setdefault("rid", event.get("rid"))
-    rows, rejects = request_metrics.parse(json.dumps(obj, default=str))
+        if keep_text:
+            req = event.get("obj")
+            obj["prompt_text"] = req.get("text") if isinstance(req, dict) else None
+            obj["output_text"] = out.get("text")
+    rows, rejects = request_metrics.parse(json.dumps(obj, default=str), keep_text=keep_text)
     if rejects or not rows:
         return None, rejects[0][1] if rejects else "no request metrics"
     return rows[0][1], None
 
 
-def parse_records(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+def parse_records(df: pl.DataFrame, keep_text: bool = False
+                  ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """``(requests, phase rows, rejects)`` from the record lines of ``df`` (columns
     ``row, line_no, run_seq, msg``); each frame keeps ``row``, ``line_no`` and ``run_seq``."""
     hits = df.filter(is_record(pl.col("msg")))
@@ -167,7 +231,7 @@ def parse_records(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.Data
                 rejects.append((row, line_no, run_seq, f"phase record: {bad[0][1]}"))
             phase_rows.extend({**where, **r} for _, r in got)
             continue
-        req, reason = request_row(msg)
+        req, reason = request_row(msg, keep_text)
         if req is None:
             rejects.append((row, line_no, run_seq, reason or "unreadable request record"))
         else:
