@@ -61,6 +61,34 @@ def _closing(text: str, start: int) -> int:
     return -1
 
 
+def _value_end(body: str, j: int, stop: re.Pattern[str]) -> int:
+    """Where the value starting at ``body[j]`` ends: at ``stop`` outside brackets and
+    quotes, or the end of ``body``; -1 when a bracket or quote is left open."""
+    n = len(body)
+    while j < n:
+        c = body[j]
+        if c in "{[(":
+            j = _closing(body, j)
+            if j < 0:
+                return -1
+        elif c in "'\"":
+            k = body.find(c, j + 1)
+            while k > 0 and body[k - 1] == "\\":
+                k = body.find(c, k + 1)
+            if k < 0:
+                return -1
+            j = k + 1
+        elif stop.match(body, j):
+            break
+        else:
+            j += 1
+    return j
+
+
+_NEXT_KEY_RE = re.compile(r", ['\"]")
+_KWARG_RE = re.compile(r", [A-Za-z_]\w*=")
+
+
 def _top_level_items(body: str) -> list[tuple[str, str]]:
     """``'key': value`` pairs of a dict repr's body, values left as text."""
     items: list[tuple[str, str]] = []
@@ -74,25 +102,9 @@ def _top_level_items(body: str) -> list[tuple[str, str]]:
         if end < 0 or body[end + 1: end + 3] != ": ":
             break
         key, i = body[i + 1: end], end + 3
-        j = i
-        while j < n:
-            c = body[j]
-            if c in "{[(":
-                k = _closing(body, j)
-                if k < 0:
-                    return items
-                j = k
-            elif c in "'\"":
-                k = body.find(c, j + 1)
-                while k > 0 and body[k - 1] == "\\":
-                    k = body.find(c, k + 1)
-                if k < 0:
-                    return items
-                j = k + 1
-            elif body.startswith(", '", j) or body.startswith(', "', j):
-                break
-            else:
-                j += 1
+        j = _value_end(body, i, _NEXT_KEY_RE)
+        if j < 0:
+            break
         items.append((key, body[i:j].strip()))
         i = j
     return items
@@ -130,35 +142,13 @@ def _split_finish(msg: str) -> tuple[str | None, str | None]:
     return obj_body, (msg[out_start + 1: out_end - 1] if out_end > 0 else None)
 
 
-_KWARG_RE = re.compile(r", [A-Za-z_]\w*=")
-
-
 def _call_kwarg(body: str, name: str) -> str | None:
     """The text of keyword ``name`` in a call body (``a=1, text='x' ... 'y', rid='r'``)."""
     m = re.search(rf"(?:^|, ){re.escape(name)}=", body)
     if m is None:
         return None
-    i = j = m.end()
-    n = len(body)
-    while j < n:
-        c = body[j]
-        if c in "{[(":
-            k = _closing(body, j)
-            if k < 0:
-                break
-            j = k
-        elif c in "'\"":
-            k = body.find(c, j + 1)
-            while k > 0 and body[k - 1] == "\\":
-                k = body.find(c, k + 1)
-            if k < 0:
-                break
-            j = k + 1
-        elif _KWARG_RE.match(body, j):
-            break
-        else:
-            j += 1
-    return body[i:j].strip()
+    end = _value_end(body, m.end(), _KWARG_RE)
+    return body[m.end(): end].strip() if end >= 0 else None
 
 
 def finish_meta_info(msg: str) -> dict[str, Any] | None:
@@ -207,7 +197,7 @@ def request_row(msg: str, keep_text: bool = False
         if keep_text:
             req = event.get("obj")
             obj["prompt_text"] = req.get("text") if isinstance(req, dict) else None
-            obj["output_text"] = out.get("text")
+            obj["output_text"] = out.get("text") if isinstance(out, dict) else None
     rows, rejects = request_metrics.parse(json.dumps(obj, default=str), keep_text=keep_text)
     if rejects or not rows:
         return None, rejects[0][1] if rejects else "no request metrics"
