@@ -43,7 +43,7 @@ from logpipe.server_args import redact, redact_text
 from logpipe.sources import HEAD_BYTES, bench, detect, phases, request_metrics, torch_trace
 from logpipe.sources.sglang_log import NAME as SGLANG
 from logpipe.sources.sglang_log import Launch, LogState, ParsedChunk, parse_chunk
-from logpipe.store import Store
+from logpipe.store import Spool, Store
 from logpipe.traces import apply_trace_env, ingest_trace, link_by_profile_id
 
 PARSER_VERSION = f"logpipe {__version__}"
@@ -294,17 +294,19 @@ def _ingest_log(store: Store, path: Path, key: str, kind: str, head: bytes,
         tail = b""
         if progress and offset:
             progress(min(offset, stat.st_size))
-        for block in line_blocks(fh):
-            hasher.update(block)
-            tail = (tail + block)[-TAIL_HASH_BYTES:]
-            offset += len(block)
-            text = block.decode("utf-8", errors="replace")
-            chunk = parse_chunk(text, state.lines + 1, state, fallback_date, keep_text)
-            _write_chunk(store, key, chunk, runs, res)
-            rejected += chunk.rejects.height
-            noise += chunk.noise
-            if progress:
-                progress(len(block))
+        with Spool(store) as spool:
+            for block in line_blocks(fh):
+                hasher.update(block)
+                tail = (tail + block)[-TAIL_HASH_BYTES:]
+                offset += len(block)
+                text = block.decode("utf-8", errors="replace")
+                chunk = parse_chunk(text, state.lines + 1, state, fallback_date, keep_text)
+                _write_chunk(store, key, chunk, runs, res, spool)
+                rejected += chunk.rejects.height
+                noise += chunk.noise
+                if progress:
+                    progress(len(block))
+            spool.load()
         res.lines = state.lines - lines_before
         res.noise = noise - (int(existing["noise_lines"] or 0) if existing else 0)
     finally:
@@ -340,7 +342,9 @@ def _ingest_log(store: Store, path: Path, key: str, kind: str, head: bytes,
 
 
 def _write_chunk(store: Store, key: str, chunk: ParsedChunk, runs: _RunBook,
-                 res: FileResult) -> None:
+                 res: FileResult, spool: Spool) -> None:
+    """Write one parsed block: the bulky rows (batches, HTTP lines) to ``spool``, loaded
+    once at the end of the file; the few others straight into their tables."""
     for row in chunk.runs.iter_rows(named=True):
         runs.observe(row)
     for launch in chunk.launches:
@@ -352,12 +356,10 @@ def _write_chunk(store: Store, key: str, chunk: ParsedChunk, runs: _RunBook,
             pl.col("run_seq").replace_strict(mapping, return_dtype=pl.String).alias("run_id")
         )
 
-    for table, frame in (
-        ("batches", chunk.batches),
-        ("events", chunk.events),
-        ("http_requests", chunk.http),
-        ("rejects", chunk.rejects),
-    ):
+    for table, frame in (("batches", chunk.batches), ("http_requests", chunk.http)):
+        n = spool.add(table, with_run(frame), source_path=key)
+        res.rows[table] = res.rows.get(table, 0) + n
+    for table, frame in (("events", chunk.events), ("rejects", chunk.rejects)):
         n = store.insert(table, with_run(frame), source_path=key)
         res.rows[table] = res.rows.get(table, 0) + n
     for table, frame in (("request_metrics", chunk.requests), ("phase_timings", chunk.phases)):
