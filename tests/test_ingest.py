@@ -11,7 +11,7 @@ import zstandard
 
 from logpipe import readers
 from logpipe.ingest import ingest_paths
-from logpipe.store import Store
+from logpipe.store import Spool
 from tests.conftest import SAMPLES, query
 
 MISSION = SAMPLES / "mission" / "baseline-untuned" / "server.log"
@@ -139,17 +139,17 @@ def test_failure_mid_file_leaves_database_as_it_was(tmp_path: Path, db: Path,
 
     # small blocks so the file is written in several chunks; fail on the third
     monkeypatch.setattr(readers, "BLOCK_BYTES", 4096)
-    original = Store.insert
+    original = Spool.add
     calls = {"n": 0}
 
-    def failing(self: Store, table: str, frame, **kw):  # type: ignore[no-untyped-def]
+    def failing(self: Spool, table: str, frame, **kw):  # type: ignore[no-untyped-def]
         if table == "batches" and frame.height:
             calls["n"] += 1
             if calls["n"] == 3:
                 raise OSError("disk full (injected)")
         return original(self, table, frame, **kw)
 
-    monkeypatch.setattr(Store, "insert", failing)
+    monkeypatch.setattr(Spool, "add", failing)
     from logpipe import ingest as ingest_mod
 
     monkeypatch.setattr(ingest_mod, "line_blocks",
