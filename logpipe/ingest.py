@@ -20,11 +20,13 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Iterable
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import polars as pl
 
@@ -42,7 +44,14 @@ from logpipe.readers import (
 from logpipe.server_args import redact, redact_text
 from logpipe.sources import HEAD_BYTES, bench, detect, phases, request_metrics, torch_trace
 from logpipe.sources.sglang_log import NAME as SGLANG
-from logpipe.sources.sglang_log import Launch, LogState, ParsedChunk, parse_chunk
+from logpipe.sources.sglang_log import (
+    Launch,
+    LogState,
+    ParsedChunk,
+    PreparedChunk,
+    finish_chunk,
+    prepare_chunk,
+)
 from logpipe.store import Spool, Store
 from logpipe.traces import apply_trace_env, ingest_trace, link_by_profile_id
 
@@ -54,6 +63,7 @@ GENERIC_STEMS = {
     "server_log", "serve", "console", "run", "nohup", "sglang_server", "launch_server",
 }
 TEXT_SUFFIXES = (".log", ".txt", ".out", ".err")
+PARSE_BLOCK_BYTES = 8 * 1024 * 1024
 
 Progress = Callable[[int], None]
 
@@ -294,13 +304,13 @@ def _ingest_log(store: Store, path: Path, key: str, kind: str, head: bytes,
         tail = b""
         if progress and offset:
             progress(min(offset, stat.st_size))
-        with Spool(store) as spool:
-            for block in line_blocks(fh):
+        with Spool(store) as spool, ThreadPoolExecutor(max_workers=AHEAD) as ahead:
+            for block, prepared in _prepared_blocks(fh, ahead, state.lines + 1,
+                                                    fallback_date):
                 hasher.update(block)
                 tail = (tail + block)[-TAIL_HASH_BYTES:]
                 offset += len(block)
-                text = block.decode("utf-8", errors="replace")
-                chunk = parse_chunk(text, state.lines + 1, state, fallback_date, keep_text)
+                chunk = finish_chunk(prepared.result(), state, keep_text)
                 _write_chunk(store, key, chunk, runs, res, spool)
                 rejected += chunk.rejects.height
                 noise += chunk.noise
@@ -339,6 +349,28 @@ def _ingest_log(store: Store, path: Path, key: str, kind: str, head: bytes,
     })
     res.runs_created = runs.created
     return res
+
+
+AHEAD = 2
+"""Blocks prepared ahead of the one being finished (one per core of a small machine)."""
+
+
+def _prepared_blocks(fh: BinaryIO, ahead: ThreadPoolExecutor, first_line_no: int,
+                     fallback_date: str) -> Iterator[tuple[bytes, Future[PreparedChunk]]]:
+    """Blocks of complete lines, each with its state-free parse already started on
+    ``ahead``: the next blocks are prepared while the caller finishes and writes this one
+    (polars releases the GIL, so this uses the cores that one block's parse leaves idle;
+    at most ``AHEAD + 1`` blocks are in memory)."""
+    pending: deque[tuple[bytes, Future[PreparedChunk]]] = deque()
+    line_no = first_line_no
+    for block in line_blocks(fh, PARSE_BLOCK_BYTES):
+        text = block.decode("utf-8", errors="replace")
+        pending.append((block, ahead.submit(prepare_chunk, text, line_no, fallback_date)))
+        line_no += text.count("\n")
+        if len(pending) > AHEAD:
+            yield pending.popleft()
+    while pending:
+        yield pending.popleft()
 
 
 def _write_chunk(store: Store, key: str, chunk: ParsedChunk, runs: _RunBook,

@@ -153,7 +153,7 @@ def test_failure_mid_file_leaves_database_as_it_was(tmp_path: Path, db: Path,
     from logpipe import ingest as ingest_mod
 
     monkeypatch.setattr(ingest_mod, "line_blocks",
-                        lambda fh: readers.line_blocks(fh, block_bytes=4096))
+                        lambda fh, _size=0: readers.line_blocks(fh, block_bytes=4096))
     result = ingest_paths([log], db)
     assert result.files[0].status == "failed"
     assert "disk full" in (result.files[0].detail or "")
@@ -169,7 +169,7 @@ def test_chunked_parse_equals_whole_parse(tmp_path: Path, monkeypatch: pytest.Mo
     whole = tmp_path / "whole.duckdb"
     ingest_paths([SAMPLES / "eras"], whole)
     monkeypatch.setattr(ingest_mod, "line_blocks",
-                        lambda fh: readers.line_blocks(fh, block_bytes=700))
+                        lambda fh, _size=0: readers.line_blocks(fh, block_bytes=700))
     small = tmp_path / "small.duckdb"
     ingest_paths([SAMPLES / "eras"], small)
     sql = ("SELECT source_path, line_no, ts, kind, running_req, gen_throughput, "

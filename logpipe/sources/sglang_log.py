@@ -150,6 +150,28 @@ def _roll_days(df: pl.DataFrame, state: LogState) -> pl.DataFrame:
     ).drop("days")
 
 
+@dataclass
+class PreparedChunk:
+    """The part of parsing that needs no state: it can run ahead, on another thread."""
+
+    lines: pl.DataFrame
+    batches: pl.DataFrame
+    rejects: pl.DataFrame
+    http: pl.DataFrame
+
+
+def prepare_chunk(text: str, first_line_no: int, fallback_date: str) -> PreparedChunk:
+    """Prefixes, timestamps, line kinds, batch and HTTP fields of complete lines (``text``
+    ends with ``\\n``; ``first_line_no`` is 1-based).  Pure: polars releases the GIL, so
+    the ingest prepares the next block while it finishes and writes this one."""
+    raw = pl.Series("raw", text.split("\n")[:-1] if text.endswith("\n") else text.split("\n"))
+    df = pl.DataFrame([raw]).with_row_index("row")
+    df = df.with_columns((pl.col("row").cast(pl.Int64) + first_line_no).alias("line_no"))
+    df = classify(timestamps(split_prefixes(df), fallback_date))
+    batches, rejects = parse_batches(df)
+    return PreparedChunk(df, batches, rejects, parse_http(df))
+
+
 def parse_chunk(text: str, first_line_no: int, state: LogState, fallback_date: str,
                 keep_text: bool = False) -> ParsedChunk:
     """Parse complete lines (``text`` ends with ``\\n``); ``first_line_no`` is 1-based.
@@ -157,15 +179,15 @@ def parse_chunk(text: str, first_line_no: int, state: LogState, fallback_date: s
 
     ``state`` is updated in place to describe the position after this block.
     """
-    raw = pl.Series("raw", text.split("\n")[:-1] if text.endswith("\n") else text.split("\n"))
-    df = pl.DataFrame([raw]).with_row_index("row")
-    df = df.with_columns((pl.col("row").cast(pl.Int64) + first_line_no).alias("line_no"))
-    df = timestamps(split_prefixes(df), fallback_date)
-    df = _roll_days(df, state)
-    df = classify(df)
+    return finish_chunk(prepare_chunk(text, first_line_no, fallback_date), state, keep_text)
 
-    batches, rejects = parse_batches(df)
-    http = parse_http(df)
+
+def finish_chunk(prepared: PreparedChunk, state: LogState, keep_text: bool = False
+                 ) -> ParsedChunk:
+    """The part of parsing that follows the file: day roll-over of time-only stamps, the
+    run each line belongs to, tracebacks continued across blocks.  Updates ``state``."""
+    df = _roll_days(prepared.lines, state)
+    batches, rejects, http = prepared.batches, prepared.rejects, prepared.http
 
     # Which run each line belongs to: a server_args line starts a launch.
     is_launch = (pl.col("event_kind") == "server_args").fill_null(False).cast(pl.Int64)
