@@ -25,7 +25,9 @@ def min_p_two_sided(n: int, m: int) -> float:
     """Smallest two-sided Mann–Whitney p-value attainable with samples of n and m."""
     if n == 0 or m == 0:
         return 1.0
-    return min(1.0, 2.0 / math.comb(n + m, n))
+    # 2 / C(n+m, n), in logarithms: the binomial overflows a float beyond ~1,000 samples
+    log_comb = math.lgamma(n + m + 1) - math.lgamma(n + 1) - math.lgamma(m + 1)
+    return min(1.0, math.exp(math.log(2.0) - log_comb))
 
 
 def needed_per_run(alpha: float) -> int:

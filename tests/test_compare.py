@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from datetime import datetime
 from pathlib import Path
 
@@ -211,6 +212,9 @@ def test_markdown_output(sample_db: Path) -> None:
 def test_attainability() -> None:
     assert min_p_two_sided(3, 3) == pytest.approx(0.1)
     assert min_p_two_sided(4, 4) == pytest.approx(2 / 70)
+    # large samples (a long run's decode lines) must not overflow a float
+    assert min_p_two_sided(40, 35) == pytest.approx(2 / math.comb(75, 40))
+    assert min_p_two_sided(60_000, 60_000) == 0.0
     assert needed_per_run(0.05) == 4
     assert needed_per_run(0.01) == 5
 
