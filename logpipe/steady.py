@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
+import duckdb
 import polars as pl
 
 from logpipe.store import Store
@@ -30,9 +31,12 @@ NO_WARMUP = Warmup()
 
 def steady_lines(store: Store, run_id: str, warmup: Warmup = NO_WARMUP) -> pl.DataFrame:
     """Every batch line of a run with ``state`` and ``reason``, warm-up applied."""
-    df = store.con.sql(
-        "SELECT * FROM batch_states WHERE run_id = $1 ORDER BY line_no", params=[run_id]
-    ).pl()
+    try:
+        df = store.con.sql(
+            "SELECT * FROM run_batch_states($1) ORDER BY line_no", params=[run_id]).pl()
+    except duckdb.CatalogException:  # a database last written before the macro existed
+        df = store.con.sql("SELECT * FROM batch_states WHERE run_id = $1 ORDER BY line_no",
+                           params=[run_id]).pl()
     if df.height == 0 or (warmup.lines <= 0 and warmup.seconds <= 0):
         return df
     if warmup.seconds > 0:

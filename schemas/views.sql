@@ -7,17 +7,20 @@
 --   idle     : a decode line with no running requests
 --   steady   : everything else, except the first decode line after an idle gap, which
 --              is 'warmup' (its throughput window includes the idle time)
-CREATE OR REPLACE VIEW batch_states AS
+--
+-- run_batch_states(run_id) is the same for one run (NULL: every run); the filter sits
+-- before the window functions, so one run of a large database is classified alone.
+CREATE OR REPLACE MACRO run_batch_states(rid) AS TABLE
 WITH ready AS (
     SELECT run_id, min(line_no) AS ready_line
-    FROM events WHERE kind = 'ready' GROUP BY run_id
+    FROM events WHERE kind = 'ready' AND (rid IS NULL OR run_id = rid) GROUP BY run_id
 ),
 prof AS (
     SELECT s.run_id, s.line_no AS start_line,
            coalesce((SELECT min(e.line_no) FROM events e
                      WHERE e.run_id = s.run_id AND e.kind = 'profiling_stop'
                        AND e.line_no > s.line_no), 9223372036854775807) AS stop_line
-    FROM events s WHERE s.kind = 'profiling_start'
+    FROM events s WHERE s.kind = 'profiling_start' AND (rid IS NULL OR s.run_id = rid)
 ),
 b AS (
     SELECT b.*,
@@ -28,6 +31,7 @@ b AS (
            last_value(CASE WHEN b.kind = 'decode' THEN b.line_no END IGNORE NULLS) OVER before
              AS prev_decode_line
     FROM batches b
+    WHERE rid IS NULL OR b.run_id = rid
     WINDOW w AS (PARTITION BY b.run_id, coalesce(b.rank_tag, '') ORDER BY b.line_no),
            before AS (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
 ),
@@ -73,6 +77,8 @@ SELECT b.run_id, b.source_path, b.line_no, b.ts, b.kind, b.rank_tag, b.running_r
 FROM b
 LEFT JOIN ready r ON r.run_id = b.run_id
 LEFT JOIN gaps g ON g.run_id = b.run_id AND g.rank_key = coalesce(b.rank_tag, '');
+
+CREATE OR REPLACE VIEW batch_states AS SELECT * FROM run_batch_states(NULL);
 
 -- Steady decode samples only.
 CREATE OR REPLACE VIEW steady_decode AS
