@@ -266,3 +266,17 @@ def test_accept_rate_definitions() -> None:
     assert accept_rate_definition("0.5.23", None).startswith("(accept_len − 1)")
     assert accept_rate_definition(None, span("0.5.11", "0.5.12")).startswith("(accept_len")
     assert accept_rate_definition(None, span("0.5.9", "0.5.11")).startswith("ambiguous")
+
+
+def test_bootstrap_of_long_runs_is_m_out_of_n_and_agrees_with_the_full_one() -> None:
+    from logpipe.stats import bootstrap_ratio_ci
+
+    rng = np.random.default_rng(7)
+    a = rng.normal(100.0, 3.0, 8000)
+    b = rng.normal(105.0, 3.0, 8000)
+    full = bootstrap_ratio_ci(a, b, resamples=2000, max_n=10_000)
+    fast = bootstrap_ratio_ci(a, b, resamples=2000, max_n=1000)
+    assert full[0] < 1.05 < full[1] and fast[0] < 1.05 < fast[1]
+    width_full, width_fast = full[1] - full[0], fast[1] - fast[0]
+    assert abs(width_fast - width_full) < 0.25 * width_full
+    assert abs((fast[0] + fast[1]) - (full[0] + full[1])) < 0.25 * width_full
