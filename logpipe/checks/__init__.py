@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import duckdb
+
 from logpipe.errors import InputError, LogpipeError
 from logpipe.store import Store, schemas_dir
 
@@ -183,6 +185,7 @@ def run_checks(db: str | Path, suites: list[Suite], options: Any = None) -> Chec
     validator = _Validator()
     results: list[CheckResult] = []
     with Store.open(db, read_only=True) as store:
+        _summarise_once(store)
         for suite in suites:
             for check in suite.checks:
                 try:
@@ -209,6 +212,17 @@ def run_checks(db: str | Path, suites: list[Suite], options: Any = None) -> Chec
                 ]
                 results.append(CheckResult(check, success, failing, len(frame)))
     return CheckReport(results)
+
+
+def _summarise_once(store: Store) -> None:
+    """Compute ``run_summary`` once for the whole check, as a temporary table of the
+    same name: it shadows the view for every query of this connection (the pairing and
+    regression views read it several times, and each read would classify every batch
+    row again).  Nothing is written to the database."""
+    try:
+        store.con.execute("CREATE TEMP TABLE run_summary AS SELECT * FROM main.run_summary")
+    except duckdb.Error:
+        pass  # a database without the view: its checks report the error themselves
 
 
 def _plain(value: Any) -> Any:
