@@ -67,6 +67,7 @@ class Store:
     def __init__(self, con: duckdb.DuckDBPyConnection, path: str) -> None:
         self.con = con
         self.path = path
+        self._columns: dict[str, list[str]] = {}
 
     # -- opening ---------------------------------------------------------------------
 
@@ -179,15 +180,22 @@ class Store:
 
     # -- writing (inside a transaction) ----------------------------------------------
 
+    def rows_for(self, table: str, frame: pl.DataFrame, constants: dict[str, Any]
+                 ) -> pl.DataFrame:
+        """``frame`` plus constant text columns, cut to ``table``'s columns in its order."""
+        if table not in self._columns:
+            self._columns[table] = [c for c, _ in self.columns(table)]
+        frame = frame.with_columns(
+            [pl.lit(v, dtype=pl.String).alias(k) for k, v in constants.items()])
+        return frame.select([c for c in self._columns[table] if c in frame.columns])
+
     def insert(self, table: str, frame: pl.DataFrame, **constants: Any) -> int:
         """Append ``frame`` (plus constant columns) to ``table``; returns rows written."""
         if frame.height == 0:
             return 0
-        frame = frame.with_columns(
-            [pl.lit(v, dtype=pl.String).alias(k) for k, v in constants.items()]
-        )
-        cols = [c for c, _ in self.columns(table) if c in frame.columns]
-        arrow = frame.select(cols).to_arrow()
+        frame = self.rows_for(table, frame, constants)
+        cols = frame.columns
+        arrow = frame.to_arrow()
         self.con.register("_incoming", arrow)
         try:
             col_list = ", ".join(cols)
@@ -236,17 +244,12 @@ class Spool:
         self.store = store
         self.dir = Path(tempfile.mkdtemp(prefix="logpipe-spool-"))
         self.parts: dict[str, list[Path]] = {}
-        self.cols: dict[str, list[str]] = {}
 
     def add(self, table: str, frame: pl.DataFrame, **constants: Any) -> int:
         """Spool ``frame`` (plus constant text columns) for ``table``; returns its rows."""
         if frame.height == 0:
             return 0
-        if table not in self.cols:
-            self.cols[table] = [c for c, _ in self.store.columns(table)]
-        frame = frame.with_columns(
-            [pl.lit(v, dtype=pl.String).alias(k) for k, v in constants.items()])
-        frame = frame.select([c for c in self.cols[table] if c in frame.columns])
+        frame = self.store.rows_for(table, frame, constants)
         parts = self.parts.setdefault(table, [])
         path = self.dir / f"{table}-{len(parts):06d}.parquet"
         frame.write_parquet(path, compression="lz4", statistics=False)
@@ -264,7 +267,7 @@ class Spool:
             return []
         names = {n for (n,) in self.store.all(
             "SELECT name FROM parquet_schema(?)", [files])}
-        return [c for c in self.cols[table] if c in names]
+        return [c for c, _ in self.store.columns(table) if c in names]
 
     def load(self, tables: list[str] | None = None) -> None:
         """Insert what was spooled for ``tables`` (default: all), one statement each."""

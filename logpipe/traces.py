@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -28,38 +27,10 @@ from logpipe.env import Entry, RunEnv, Tiers
 from logpipe.errors import InputError
 from logpipe.readers import open_binary
 from logpipe.sources import torch_trace
-from logpipe.sources.torch_trace import (
-    ANNOTATION_COLUMNS,
-    KERNEL_COLUMNS,
-    OP_COLUMNS,
-    TraceFormatError,
-    TraceSummary,
-)
+from logpipe.sources.torch_trace import ROW_SCHEMAS, TraceFormatError, TraceSummary
 from logpipe.store import Spool, Store
 
 TRACE_TABLES = ("trace_kernels", "trace_annotations", "trace_ops")
-
-_SCHEMAS: dict[str, dict[str, Any]] = {
-    "trace_kernels": {
-        "event_no": pl.Int64, "ts_us": pl.Float64, "dur_us": pl.Float64,
-        "category": pl.String, "name": pl.String, "kernel_class": pl.String,
-        "device": pl.Int32, "stream": pl.Int64, "correlation": pl.Int64,
-        "external_id": pl.Int64, "grid": pl.String, "block": pl.String,
-        "registers": pl.Int32, "shared_memory": pl.Int64, "bytes": pl.Int64,
-        "args": pl.String},
-    "trace_annotations": {
-        "event_no": pl.Int64, "ts_us": pl.Float64, "dur_us": pl.Float64, "side": pl.String,
-        "name": pl.String, "pid": pl.String, "tid": pl.String, "external_id": pl.Int64,
-        "args": pl.String},
-    "trace_ops": {
-        "event_no": pl.Int64, "ts_us": pl.Float64, "dur_us": pl.Float64, "ph": pl.String,
-        "category": pl.String, "name": pl.String, "pid": pl.String, "tid": pl.String,
-        "correlation": pl.Int64, "external_id": pl.Int64, "args": pl.String},
-}
-assert tuple(_SCHEMAS["trace_kernels"]) == KERNEL_COLUMNS
-assert tuple(_SCHEMAS["trace_annotations"]) == ANNOTATION_COLUMNS
-assert tuple(_SCHEMAS["trace_ops"]) == OP_COLUMNS
-
 
 class _Hashing:
     """A reader that feeds what it reads to a SHA-256 and counts the bytes."""
@@ -80,7 +51,7 @@ class _Hashing:
 
 
 def _frame(table: str, rows: list[tuple[Any, ...]], base_us: float | None) -> pl.DataFrame:
-    frame = pl.DataFrame(rows, schema=_SCHEMAS[table], orient="row")
+    frame = pl.DataFrame(rows, schema=ROW_SCHEMAS[table], orient="row")
     if base_us is not None:
         ts = (pl.col("ts_us") + base_us)
     else:  # traces without a base time: epoch microseconds when they look like it
@@ -298,10 +269,3 @@ def apply_trace_env(store: Store, tiers: Tiers) -> None:
                 for k, e in sorted(env.entries.items())])
     store.con.execute("UPDATE runs SET profiled = true WHERE run_id IN "
                       "(SELECT run_id FROM traces WHERE run_id IS NOT NULL)")
-
-
-def iter_kernel_classes() -> Iterator[str]:
-    """Class names in the order they are tried (``other`` last)."""
-    for name, _ in torch_trace.kernel_classes():
-        yield name
-    yield "other"

@@ -40,36 +40,37 @@ def _without_text(value: Any) -> Any:
     return value
 
 
-def _as_is(value: Any) -> Any:
-    return value
-
-
 def parse(text: str, keep_text: bool = False
           ) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple[int, str, str]]]:
-    rows: list[tuple[int, dict[str, Any]]] = []
+    """One ``request_metrics`` row per JSON line of ``text``; rejects for other lines."""
     rejects: list[tuple[int, str, str]] = []
-    clean = _as_is if keep_text else _without_text
-    for i, obj, _ in json_objects(text, rejects):
-        params = obj.get("request_parameters")
-        if isinstance(params, str):
-            try:
-                params = json.loads(params)
-            except ValueError:
-                params = None
-        row: dict[str, Any] = {
-            "rid": obj.get("id") or obj.get("rid") or (params or {}).get("rid"),
-            "finish_reason": json.dumps(obj["finish_reason"], default=str)
-            if isinstance(obj.get("finish_reason"), dict) else obj.get("finish_reason"),
-            "e2e_latency_s": float(obj["e2e_latency"])
-            if isinstance(obj.get("e2e_latency"), int | float) else None,
-            "request_parameters": json.dumps(clean(params), default=str)
-            if isinstance(params, dict) else None,
-        }
-        for col, cast in COLUMNS.items():
-            value = obj.get(col)
-            row[col] = cast(value) if isinstance(value, int | float) else None
-        known = {"id", "rid", "finish_reason", "e2e_latency", "request_parameters", *COLUMNS}
-        row["extra"] = json.dumps(clean({k: v for k, v in obj.items()
-                                         if k not in known}), default=str)
-        rows.append((i, row))
+    rows = [(i, to_row(obj, keep_text)) for i, obj, _ in json_objects(text, rejects)]
     return rows, rejects
+
+
+def to_row(obj: dict[str, Any], keep_text: bool = False) -> dict[str, Any]:
+    """A request's metrics (``meta_info`` keys, ``request_parameters``) as a row; text
+    keys are dropped unless ``keep_text``."""
+    clean = (lambda v: v) if keep_text else _without_text
+    params = obj.get("request_parameters")
+    if isinstance(params, str):
+        try:
+            params = json.loads(params)
+        except ValueError:
+            params = None
+    row: dict[str, Any] = {
+        "rid": obj.get("id") or obj.get("rid") or (params or {}).get("rid"),
+        "finish_reason": json.dumps(obj["finish_reason"], default=str)
+        if isinstance(obj.get("finish_reason"), dict) else obj.get("finish_reason"),
+        "e2e_latency_s": float(obj["e2e_latency"])
+        if isinstance(obj.get("e2e_latency"), int | float) else None,
+        "request_parameters": json.dumps(clean(params), default=str)
+        if isinstance(params, dict) else None,
+    }
+    for col, cast in COLUMNS.items():
+        value = obj.get(col)
+        row[col] = cast(value) if isinstance(value, int | float) else None
+    known = {"id", "rid", "finish_reason", "e2e_latency", "request_parameters", *COLUMNS}
+    row["extra"] = json.dumps(clean({k: v for k, v in obj.items() if k not in known}),
+                              default=str)
+    return row

@@ -198,10 +198,7 @@ def request_row(msg: str, keep_text: bool = False
             req = event.get("obj")
             obj["prompt_text"] = req.get("text") if isinstance(req, dict) else None
             obj["output_text"] = out.get("text") if isinstance(out, dict) else None
-    rows, rejects = request_metrics.parse(json.dumps(obj, default=str), keep_text=keep_text)
-    if rejects or not rows:
-        return None, rejects[0][1] if rejects else "no request metrics"
-    return rows[0][1], None
+    return request_metrics.to_row(obj, keep_text), None
 
 
 def parse_records(df: pl.DataFrame, keep_text: bool = False
