@@ -50,7 +50,7 @@ from logpipe.sources.sglang_log import (
     ParsedChunk,
     PreparedChunk,
     finish_chunk,
-    prepare_chunk,
+    prepare_block,
 )
 from logpipe.store import Spool, Store
 from logpipe.traces import apply_trace_env, ingest_trace, link_by_profile_id
@@ -364,9 +364,8 @@ def _prepared_blocks(fh: BinaryIO, ahead: ThreadPoolExecutor, first_line_no: int
     pending: deque[tuple[bytes, Future[PreparedChunk]]] = deque()
     line_no = first_line_no
     for block in line_blocks(fh, PARSE_BLOCK_BYTES):
-        text = block.decode("utf-8", errors="replace")
-        pending.append((block, ahead.submit(prepare_chunk, text, line_no, fallback_date)))
-        line_no += text.count("\n")
+        pending.append((block, ahead.submit(prepare_block, block, line_no, fallback_date)))
+        line_no += block.count(b"\n")
         if len(pending) > AHEAD:
             yield pending.popleft()
     while pending:

@@ -37,6 +37,22 @@ EVENT_KINDS: list[tuple[str, str]] = [
     ("crash_dump", r"^(?:Dumping requests before crash|Dumped \d+ finished)"),
 ]
 
+# The phrases of EVENT_KINDS that may occur anywhere in a message (the rest are anchored at
+# its start).  The C fast lane leaves any line containing one to the polars parser, so a
+# batch or access line that also reads as an event is classified exactly as here.
+UNANCHORED_EVENT_PHRASES: tuple[str, ...] = (
+    "The server is fired up and ready to roll",
+    "KV Cache is allocated.",
+    "KV Cache VA upper bound.",
+    "KV cache pool is full. Retract requests",
+    "Decode out of memory happened",
+    "hit an exception",
+    "Exception in ASGI application",
+    "Received sigquit",
+    "SIGTERM received",
+    "Gracefully exiting",
+)
+
 HTTP_RE = (
     r"^(?:INFO|WARNING|ERROR):\s+(?P<client>\S+) - \"(?P<method>[A-Z]+) (?P<path>\S+) "
     r"(?P<protocol>HTTP/[\d.]+)\" (?P<status>\d{3})(?: (?P<status_text>.*))?$"

@@ -19,11 +19,12 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from logpipe import era
 from logpipe.server_args import parse_server_args, redact_text
-from logpipe.sources import Source, register
+from logpipe.sources import Source, fastlane, register
 from logpipe.sources.sglang_batches import COLUMNS, parse_batches
 from logpipe.sources.sglang_events import ERROR_START, classify, event_attrs, parse_http
 from logpipe.sources.sglang_prefix import split_prefixes, timestamps
@@ -158,18 +159,38 @@ class PreparedChunk:
     batches: pl.DataFrame
     rejects: pl.DataFrame
     http: pl.DataFrame
+    fast: fastlane.Lanes | None = None
+    """Rows the C fast lane read (``lines`` then holds only the other lines)."""
 
 
-def prepare_chunk(text: str, first_line_no: int, fallback_date: str) -> PreparedChunk:
+def prepare_chunk(text: str, first_line_no: int, fallback_date: str,
+                  line_nos: np.ndarray | None = None) -> PreparedChunk:
     """Prefixes, timestamps, line kinds, batch and HTTP fields of complete lines (``text``
-    ends with ``\\n``; ``first_line_no`` is 1-based).  Pure: polars releases the GIL, so
-    the ingest prepares the next block while it finishes and writes this one."""
+    ends with ``\\n``; ``first_line_no`` is 1-based, or ``line_nos`` numbers each line).
+    Pure: polars releases the GIL, so the ingest prepares the next block while it finishes
+    and writes this one."""
     raw = pl.Series("raw", text.split("\n")[:-1] if text.endswith("\n") else text.split("\n"))
     df = pl.DataFrame([raw]).with_row_index("row")
-    df = df.with_columns((pl.col("row").cast(pl.Int64) + first_line_no).alias("line_no"))
+    if line_nos is None:
+        df = df.with_columns((pl.col("row").cast(pl.Int64) + first_line_no).alias("line_no"))
+    else:
+        df = df.with_columns(pl.Series("line_no", line_nos, dtype=pl.Int64))
     df = classify(timestamps(split_prefixes(df), fallback_date))
     batches, rejects = parse_batches(df)
     return PreparedChunk(df, batches, rejects, parse_http(df))
+
+
+def prepare_block(data: bytes, first_line_no: int, fallback_date: str) -> PreparedChunk:
+    """:func:`prepare_chunk` of a block of bytes, with the plain batch and access lines read
+    by the C fast lane when it is built (same rows, several times faster)."""
+    if not fastlane.enabled():
+        return prepare_chunk(data.decode("utf-8", errors="replace"), first_line_no,
+                             fallback_date)
+    lanes = fastlane.split_block(data, first_line_no)
+    prepared = prepare_chunk(lanes.slow_text, first_line_no, fallback_date,
+                             line_nos=lanes.slow_line_nos)
+    prepared.fast = lanes
+    return prepared
 
 
 def parse_chunk(text: str, first_line_no: int, state: LogState, fallback_date: str,
@@ -188,6 +209,7 @@ def finish_chunk(prepared: PreparedChunk, state: LogState, keep_text: bool = Fal
     run each line belongs to, tracebacks continued across blocks.  Updates ``state``."""
     df = _roll_days(prepared.lines, state)
     batches, rejects, http = prepared.batches, prepared.rejects, prepared.http
+    run_before = state.run_seq
 
     # Which run each line belongs to: a server_args line starts a launch.
     is_launch = (pl.col("event_kind") == "server_args").fill_null(False).cast(pl.Int64)
@@ -298,6 +320,9 @@ def finish_chunk(prepared: PreparedChunk, state: LogState, keep_text: bool = Fal
         on="run_seq",
     )
 
+    if prepared.fast is not None:
+        batches, http, runs = _merge_fast(prepared.fast, df, run_before, batches, http, runs)
+
     # Carry state forward.
     if len(df):
         last = df.tail(1)
@@ -313,3 +338,35 @@ def finish_chunk(prepared: PreparedChunk, state: LogState, keep_text: bool = Fal
     return ParsedChunk(batches=batches, events=events, http=http, rejects=rejects, runs=runs,
                        launches=launches, continuation=continuation, noise=noise,
                        requests=requests, phases=phase_rows)
+
+
+def _merge_fast(lanes: fastlane.Lanes, df: pl.DataFrame, run_before: int,
+                batches: pl.DataFrame, http: pl.DataFrame, runs: pl.DataFrame
+                ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Add the fast lane's rows: each takes the run of the slow line before it (launch
+    lines are always slow), and their era features and time span join the runs."""
+    anchors = df.select("line_no", "run_seq")
+
+    def with_runs(frame: pl.DataFrame) -> pl.DataFrame:
+        return frame.join_asof(anchors, on="line_no", strategy="backward").with_columns(
+            pl.col("run_seq").fill_null(run_before))
+
+    fb, fh = with_runs(lanes.batches), with_runs(lanes.http)
+    reps = pl.concat([fastlane.representatives(fb, lanes.data, bkind=True),
+                      fastlane.representatives(fh, lanes.data, bkind=False)])
+    if reps.height:
+        span = pl.concat([fb.select("run_seq", "ts", "line_no"),
+                          fh.select("run_seq", "ts", "line_no")]).group_by("run_seq").agg(
+            pl.col("ts").min().alias("first_ts"), pl.col("ts").max().alias("last_ts"),
+            pl.lit(False).alias("profiled"), pl.col("line_no").min().alias("first_line"))
+        fast_runs = era.feature_flags(reps, "run_seq").join(span, on="run_seq")
+        names = [name for name, _, _ in era.FEATURES]
+        runs = pl.concat([runs, fast_runs.select(runs.columns)]).group_by(
+            "run_seq", maintain_order=True).agg(
+            *[pl.col(n).any() for n in names],
+            pl.col("first_ts").min(), pl.col("last_ts").max(), pl.col("profiled").any(),
+            pl.col("first_line").min(),
+        ).select(runs.columns).sort("run_seq")
+    batches = pl.concat([batches, fb.select(batches.columns)]).sort("line_no")
+    http = pl.concat([http, fh.select(http.columns)]).sort("line_no")
+    return batches, http, runs

@@ -87,7 +87,8 @@ def split_prefixes(df: pl.DataFrame, raw: str = "raw") -> pl.DataFrame:
         ).alias("has_prefix"),
     )
     rank_cols = [
-        pl.col("ranks").str.extract(rf"(?:^| ){name.upper()}(\d+)(?: |$)").cast(pl.Int32)
+        pl.col("ranks").str.extract(rf"(?:^| ){name.upper()}(\d+)(?: |$)")
+        .cast(pl.Int32, strict=False)
         .alias(f"{name}_rank")
         for name in RANK_NAMES
     ]

@@ -1,0 +1,746 @@
+/* The fast lane of the SGLang log parser: one pass in C over a block of complete lines.
+ *
+ * It takes only the two line shapes that make up nearly all of a long log, when they are
+ * written plainly: a batch line ("[date time(.ms) RANKS] Prefill/Decode batch..., key:
+ * value, ...") and a uvicorn access line ("[date time] INFO:     client - "GET /path
+ * HTTP/1.1" 200 OK").  Everything else -- and any line of those shapes with something
+ * unusual in it (a wrapper prefix, a time-only stamp, a control character, a value that is
+ * not a plain number, a composite value, a phrase an event pattern looks for) -- goes to
+ * the "slow" text returned alongside, which the vectorised polars parser reads exactly as
+ * before.  The rows produced here are, by construction and by test, the rows that parser
+ * would produce for the same lines (logpipe/sources/fastlane.py holds the contract).
+ *
+ * A fast line immediately followed by a slow line (and the block's last line, if fast) is
+ * also copied to the slow text and flagged keep=0 here, so the slow parser sees every
+ * line that ends a traceback or carries state across blocks.
+ *
+ * scan(data: bytes, phrases: tuple[bytes, ...]) returns a dict of raw column buffers; the
+ * Python side wraps them as Arrow arrays without copying.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- growable buffers */
+
+typedef struct {
+    char *p;
+    size_t n, cap;
+} buf_t;
+
+static int buf_reserve(buf_t *b, size_t extra) {
+    if (b->n + extra <= b->cap) return 0;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->n + extra) cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (!p) return -1;
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+static int buf_put(buf_t *b, const void *src, size_t n) {
+    if (buf_reserve(b, n)) return -1;
+    memcpy(b->p + b->n, src, n);
+    b->n += n;
+    return 0;
+}
+
+static int buf_byte(buf_t *b, char c) { return buf_put(b, &c, 1); }
+
+/* ---------------------------------------------------------------- columns */
+
+enum { C_I64, C_I32, C_F64, C_U8, C_STR };
+
+typedef struct {
+    const char *name;
+    int type;
+    buf_t data;  /* values, or string bytes */
+    buf_t valid; /* one byte per row: 1 = value, 0 = null */
+    buf_t offs;  /* C_STR: int64 offsets, rows + 1 */
+} col_t;
+
+static int col_init(col_t *c, const char *name, int type) {
+    memset(c, 0, sizeof *c);
+    c->name = name;
+    c->type = type;
+    if (type == C_STR) {
+        int64_t zero = 0;
+        return buf_put(&c->offs, &zero, sizeof zero);
+    }
+    return 0;
+}
+
+static void col_free(col_t *c) {
+    free(c->data.p);
+    free(c->valid.p);
+    free(c->offs.p);
+}
+
+static int put_i64(col_t *c, int64_t v, int ok) {
+    if (buf_put(&c->data, &v, sizeof v)) return -1;
+    return buf_byte(&c->valid, (char)ok);
+}
+
+static int put_i32(col_t *c, int32_t v, int ok) {
+    if (buf_put(&c->data, &v, sizeof v)) return -1;
+    return buf_byte(&c->valid, (char)ok);
+}
+
+static int put_f64(col_t *c, double v, int ok) {
+    if (buf_put(&c->data, &v, sizeof v)) return -1;
+    return buf_byte(&c->valid, (char)ok);
+}
+
+static int put_u8(col_t *c, uint8_t v, int ok) {
+    if (buf_byte(&c->data, (char)v)) return -1;
+    return buf_byte(&c->valid, (char)ok);
+}
+
+static int str_end(col_t *c, int ok) { /* close the string whose bytes were put */
+    int64_t end = (int64_t)c->data.n;
+    if (buf_put(&c->offs, &end, sizeof end)) return -1;
+    return buf_byte(&c->valid, (char)ok);
+}
+
+static int put_str(col_t *c, const char *s, size_t n, int ok) {
+    if (ok && buf_put(&c->data, s, n)) return -1;
+    return str_end(c, ok);
+}
+
+/* ---------------------------------------------------------------- small parsers */
+
+static inline int is_digit(char c) { return c >= '0' && c <= '9'; }
+static inline int is_alpha(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
+
+/* n digits at s → value; -1 if any is not a digit */
+static int64_t digits(const char *s, int n) {
+    int64_t v = 0;
+    for (int i = 0; i < n; i++) {
+        if (!is_digit(s[i])) return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    return v;
+}
+
+static int64_t days_from_civil(int64_t y, int64_t m, int64_t d) {
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    int64_t yoe = y - era * 400;
+    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+static int days_in_month(int64_t y, int64_t m) {
+    static const int dm[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (m == 2 && ((y % 4 == 0 && y % 100 != 0) || y % 400 == 0)) return 29;
+    return dm[m - 1];
+}
+
+/* A plain integer: -?\d{1,18} */
+static int parse_int(const char *s, size_t n, int64_t *out) {
+    size_t i = 0;
+    int neg = 0;
+    if (n && s[0] == '-') { neg = 1; i = 1; }
+    if (n - i < 1 || n - i > 18) return 0;
+    int64_t v = 0;
+    for (; i < n; i++) {
+        if (!is_digit(s[i])) return 0;
+        v = v * 10 + (s[i] - '0');
+    }
+    *out = neg ? -v : v;
+    return 1;
+}
+
+/* JSON-style number: -?(0|[1-9]\d*)(\.\d+)?([eE][-+]?\d+)? */
+static int is_number(const char *s, size_t n) {
+    size_t i = 0;
+    if (i < n && s[i] == '-') i++;
+    if (i >= n) return 0;
+    if (s[i] == '0') i++;
+    else if (s[i] >= '1' && s[i] <= '9') { while (i < n && is_digit(s[i])) i++; }
+    else return 0;
+    if (i < n && s[i] == '.') {
+        i++;
+        size_t k = i;
+        while (i < n && is_digit(s[i])) i++;
+        if (i == k) return 0;
+    }
+    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+        i++;
+        if (i < n && (s[i] == '+' || s[i] == '-')) i++;
+        size_t k = i;
+        while (i < n && is_digit(s[i])) i++;
+        if (i == k) return 0;
+    }
+    return i == n;
+}
+
+static int parse_float(const char *s, size_t n, double *out) {
+    char tmp[64];
+    if (!is_number(s, n) || n >= sizeof tmp) return 0;
+    memcpy(tmp, s, n);
+    tmp[n] = 0;
+    *out = strtod(tmp, NULL);
+    return 1;
+}
+
+/* ", " or ": " in s..e (memmem's set-up costs more than these short scans) */
+static const char *find2(const char *s, const char *e, char a, char b) {
+    while (s + 1 < e) {
+        const char *q = memchr(s, a, (size_t)(e - s - 1));
+        if (!q) return NULL;
+        if (q[1] == b) return q;
+        s = q + 1;
+    }
+    return NULL;
+}
+
+static void strip(const char **s, const char **e) {
+    while (*s < *e && **s == ' ') (*s)++;
+    while (*e > *s && (*e)[-1] == ' ') (*e)--;
+}
+
+/* FNV-1a over text with every run of digits folded to one '0' */
+static uint64_t shape_hash(uint64_t h, const char *s, const char *e) {
+    int in_digits = 0;
+    for (; s < e; s++) {
+        char c = *s;
+        if (is_digit(c)) {
+            if (in_digits) continue;
+            in_digits = 1;
+            c = '0';
+        } else {
+            in_digits = 0;
+        }
+        h ^= (uint8_t)c;
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+/* ---------------------------------------------------------------- the prefix */
+
+typedef struct {
+    int64_t ts_us;
+    int ms_present;
+    const char *ranks, *ranks_end; /* stripped rank tag text */
+    int32_t rank[4];               /* DP, TP, PP, EP */
+    int rank_ok[4];
+    const char *msg;
+} prefix_t;
+
+/* "[YYYY-MM-DD HH:MM:SS(.f{1,6})?( [A-Za-z][A-Za-z_]*\d+)*] " at s; 0 if not exactly that */
+static int parse_prefix(const char *s, const char *e, prefix_t *p) {
+    if (e - s < 22 || s[0] != '[' || s[5] != '-' || s[8] != '-' || s[11] != ' '
+        || s[14] != ':' || s[17] != ':')
+        return 0;
+    int64_t y = digits(s + 1, 4), mo = digits(s + 6, 2), d = digits(s + 9, 2);
+    int64_t h = digits(s + 12, 2), mi = digits(s + 15, 2), se = digits(s + 18, 2);
+    if (y < 1 || mo < 1 || mo > 12 || d < 1 || h < 0 || h > 23 || mi < 0 || mi > 59
+        || se < 0 || se > 59)
+        return 0;
+    if (d > days_in_month(y, mo)) return 0;
+    const char *q = s + 20;
+    int64_t frac = 0;
+    p->ms_present = 0;
+    if (q < e && *q == '.') {
+        const char *f = ++q;
+        while (q < e && is_digit(*q) && q - f < 7) q++;
+        int nd = (int)(q - f);
+        if (nd < 1 || nd > 6) return 0;
+        frac = digits(f, nd);
+        for (int k = nd; k < 6; k++) frac *= 10;
+        p->ms_present = 1;
+    }
+    p->ts_us = ((days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + se) * 1000000) + frac;
+    for (int k = 0; k < 4; k++) p->rank_ok[k] = 0;
+    const char *rs = q;
+    while (q < e && *q == ' ') {
+        const char *t = q + 1;
+        if (t >= e || !is_alpha(*t)) return 0;
+        const char *nm = t;
+        while (t < e && (is_alpha(*t) || *t == '_')) t++;
+        const char *nm_end = t, *dg = t;
+        while (t < e && is_digit(*t)) t++;
+        if (t == dg) return 0;
+        if (t - dg > 9) return 0; /* the polars parser casts ranks to Int32 */
+        if (nm_end - nm == 2) {
+            int k = -1;
+            if (nm[0] == 'D' && nm[1] == 'P') k = 0;
+            else if (nm[0] == 'T' && nm[1] == 'P') k = 1;
+            else if (nm[0] == 'P' && nm[1] == 'P') k = 2;
+            else if (nm[0] == 'E' && nm[1] == 'P') k = 3;
+            if (k >= 0 && !p->rank_ok[k]) {
+                p->rank[k] = (int32_t)digits(dg, (int)(t - dg));
+                p->rank_ok[k] = 1;
+            }
+        }
+        q = t;
+    }
+    p->ranks = rs;
+    p->ranks_end = q;
+    strip(&p->ranks, &p->ranks_end);
+    if (q + 1 >= e || q[0] != ']' || q[1] != ' ') return 0;
+    p->msg = q + 2;
+    return 1;
+}
+
+/* ---------------------------------------------------------------- batch lines */
+
+enum { K_NEW_SEQ, K_NEW_TOKEN, K_CACHED, K_RUNNING, K_QUEUE, K_TOKEN, K_USAGE, K_GEN,
+       K_INPUT, K_ACCEPT_LEN, K_ACCEPT_RATE, K_GRAPH, N_CANON };
+static const int CANON_INT[N_CANON] = {1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
+
+static int canon_of(const char *k, size_t n) {
+#define IS(lit) (n == sizeof(lit) - 1 && memcmp(k, lit, n) == 0)
+    if (IS("#new-seq")) return K_NEW_SEQ;
+    if (IS("#new-token")) return K_NEW_TOKEN;
+    if (IS("#cached-token")) return K_CACHED;
+    if (IS("#running-req")) return K_RUNNING;
+    if (IS("#queue-req")) return K_QUEUE;
+    if (IS("#token") || IS("#full token")) return K_TOKEN;
+    if (IS("token usage") || IS("full token usage")) return K_USAGE;
+    if (IS("gen throughput (token/s)")) return K_GEN;
+    if (IS("input throughput (token/s)")) return K_INPUT;
+    if (IS("accept len")) return K_ACCEPT_LEN;
+    if (IS("accept rate")) return K_ACCEPT_RATE;
+#undef IS
+    if (n > 6 && memcmp(k + n - 6, " graph", 6) == 0) return K_GRAPH;
+    return -1;
+}
+
+static int json_string(buf_t *b, const char *s, const char *e) {
+    if (buf_byte(b, '"')) return -1;
+    for (; s < e; s++) {
+        if (*s == '\\' || *s == '"') {
+            if (buf_byte(b, '\\')) return -1;
+        }
+        if (buf_byte(b, *s)) return -1;
+    }
+    return buf_byte(b, '"');
+}
+
+typedef struct {
+    int kind; /* 0 prefill, 1 decode */
+    int64_t iter;
+    int iter_ok;
+    int64_t mixed;
+    int mixed_ok;
+    int64_t ival[N_CANON];
+    double fval[N_CANON];
+    int present[N_CANON];
+    int graph;
+    const char *graph_key, *graph_key_end;
+    buf_t extra; /* JSON text, reused between lines */
+    int extra_pairs;
+} batch_t;
+
+#define HEAD_SCAN 96
+
+/* 1 if msg..e is a batch line the fast lane reads exactly as the polars parser does */
+static int parse_batch(const char *msg, const char *e, batch_t *b) {
+    const char *q = msg;
+    if (e - q >= 13 && memcmp(q, "Prefill batch", 13) == 0) { b->kind = 0; q += 13; }
+    else if (e - q >= 12 && memcmp(q, "Decode batch", 12) == 0) { b->kind = 1; q += 12; }
+    else return 0;
+    b->mixed_ok = b->iter_ok = 0;
+    if (e - q >= 20 && memcmp(q, "(mixed #running-req: ", 20) == 0) {
+        const char *v = q + 20, *t = v;
+        while (t < e && is_digit(*t)) t++;
+        if (t >= e || *t != ')' || t == v || t - v > 18) return 0;
+        b->mixed = digits(v, (int)(t - v));
+        b->mixed_ok = 1;
+        q = t + 1;
+    }
+    if (q < e && (*q == '[' || (*q == ' ' && q + 1 < e && q[1] == '['))) {
+        const char *v = q + (*q == ' ' ? 2 : 1), *t = v;
+        while (t < e && is_digit(*t)) t++;
+        if (t >= e || *t != ']' || t == v || t - v > 18) return 0;
+        b->iter = digits(v, (int)(t - v));
+        b->iter_ok = 1;
+        q = t + 1;
+    }
+    if (q >= e || (*q != '.' && *q != ',')) return 0;
+    q++;
+    if (q - msg > HEAD_SCAN) return 0;
+    if (q < e && *q == ' ') q++;
+    const char *be = e;
+    while (be > q && (be[-1] == ',' || be[-1] == ' ')) be--;
+    if (be == q) return 0; /* a reject: no fields */
+
+    for (int k = 0; k < N_CANON; k++) b->present[k] = 0;
+    b->extra.n = 0;
+    b->extra_pairs = 0;
+    if (buf_byte(&b->extra, '{')) return -1;
+    const char *p = q;
+    while (p < be) {
+        const char *pe = find2(p, be, ',', ' ');
+        if (!pe) pe = be;
+        if (pe > p) { /* empty pieces are dropped */
+            const char *colon = find2(p, pe, ':', ' ');
+            if (!colon) return 0; /* a continuation piece or a reject */
+            const char *ks = p, *ke = colon, *vs = colon + 2, *ve = pe;
+            strip(&ks, &ke);
+            strip(&vs, &ve);
+            int c = canon_of(ks, (size_t)(ke - ks));
+            if (c >= 0) {
+                if (memchr(vs, '=', (size_t)(ve - vs))) return 0; /* composite value */
+                if (!b->present[c]) {
+                    const char *xe = ve;
+                    if (c != K_GRAPH && xe > vs && xe[-1] == '%') xe--;
+                    if (c == K_GRAPH) {
+                        if (xe - vs == 4 && memcmp(vs, "True", 4) == 0) b->graph = 1;
+                        else if (xe - vs == 5 && memcmp(vs, "False", 5) == 0) b->graph = 0;
+                        else return 0;
+                        b->graph_key = ks;
+                        b->graph_key_end = ke;
+                    } else if (CANON_INT[c]) {
+                        if (!parse_int(vs, (size_t)(xe - vs), &b->ival[c])) return 0;
+                    } else {
+                        if (!parse_float(vs, (size_t)(xe - vs), &b->fval[c])) return 0;
+                    }
+                    b->present[c] = 1;
+                }
+            } else {
+                if (b->extra_pairs++ && buf_put(&b->extra, ", ", 2)) return -1;
+                if (json_string(&b->extra, ks, ke) || buf_put(&b->extra, ": ", 2)) return -1;
+                size_t n = (size_t)(ve - vs);
+                size_t nn = (n && vs[n - 1] == '%') ? n - 1 : n;
+                int rc;
+                if (nn && is_number(vs, nn)) rc = buf_put(&b->extra, vs, nn);
+                else if (n == 4 && memcmp(vs, "True", 4) == 0) rc = buf_put(&b->extra, "true", 4);
+                else if (n == 5 && memcmp(vs, "False", 5) == 0) rc = buf_put(&b->extra, "false", 5);
+                else if (n == 4 && memcmp(vs, "None", 4) == 0) rc = buf_put(&b->extra, "null", 4);
+                else rc = json_string(&b->extra, vs, ve);
+                if (rc) return -1;
+            }
+        }
+        p = pe + 2;
+    }
+    if (buf_byte(&b->extra, '}')) return -1;
+    return 1;
+}
+
+/* ---------------------------------------------------------------- HTTP access lines */
+
+typedef struct {
+    const char *client, *client_end, *method, *method_end, *path, *path_end, *proto,
+        *proto_end, *text;
+    int status, has_text;
+} http_t;
+
+/* ^INFO:\s+(\S+) - "([A-Z]+) (\S+) (HTTP/[\d.]+)" (\d{3})(?: (.*))?$ (spaces only) */
+static int parse_http(const char *msg, const char *e, http_t *h) {
+    const char *q = msg;
+    if (e - q >= 5 && memcmp(q, "INFO:", 5) == 0) q += 5;
+    else if (e - q >= 8 && memcmp(q, "WARNING:", 8) == 0) q += 8;
+    else return 0;
+    if (q >= e || *q != ' ') return 0;
+    while (q < e && *q == ' ') q++;
+    h->client = q;
+    while (q < e && *q != ' ') q++;
+    if (q == h->client) return 0;
+    h->client_end = q;
+    if (e - q < 4 || memcmp(q, " - \"", 4) != 0) return 0;
+    q += 4;
+    h->method = q;
+    while (q < e && *q >= 'A' && *q <= 'Z') q++;
+    if (q == h->method || q >= e || *q != ' ') return 0;
+    h->method_end = q++;
+    h->path = q;
+    while (q < e && *q != ' ') q++;
+    if (q == h->path || q >= e) return 0;
+    h->path_end = q++;
+    if (e - q < 5 || memcmp(q, "HTTP/", 5) != 0) return 0;
+    h->proto = q;
+    q += 5;
+    const char *v = q;
+    while (q < e && (is_digit(*q) || *q == '.')) q++;
+    if (q == v) return 0;
+    h->proto_end = q;
+    if (e - q < 6 || q[0] != '"' || q[1] != ' ') return 0;
+    q += 2;
+    if (!is_digit(q[0]) || !is_digit(q[1]) || !is_digit(q[2])) return 0;
+    h->status = (int)digits(q, 3);
+    q += 3;
+    h->has_text = 0;
+    if (q == e) return 1;
+    if (*q != ' ') return 0;
+    h->has_text = 1;
+    h->text = q + 1;
+    return 1;
+}
+
+/* ---------------------------------------------------------------- the scan */
+
+enum { B_IDX, B_TS, B_MS, B_RANKTAG, B_DP, B_TP, B_PP, B_EP, B_KIND, B_ITER, B_MIXED,
+       B_NEW_SEQ, B_NEW_TOKEN, B_CACHED, B_RUNNING, B_QUEUE, B_TOKEN, B_USAGE, B_GRAPH,
+       B_GRAPH_LABEL, B_GEN, B_INPUT, B_ACCEPT_LEN, B_ACCEPT_RATE, B_EXTRA, B_SHAPE,
+       B_MSG_OFF, B_MSG_LEN, B_KEEP, NB };
+static const char *B_NAMES[NB] = {
+    "idx", "ts", "ms_present", "rank_tag", "dp_rank", "tp_rank", "pp_rank", "ep_rank",
+    "kind", "forward_iter", "mixed_chunk", "new_seq", "new_token", "cached_token",
+    "running_req", "queue_req", "num_token", "token_usage", "cuda_graph", "graph_label",
+    "gen_throughput", "input_throughput", "accept_len", "accept_rate", "extra", "shape",
+    "msg_off", "msg_len", "keep"};
+static const int B_TYPES[NB] = {
+    C_I64, C_I64, C_U8, C_STR, C_I32, C_I32, C_I32, C_I32, C_U8, C_I64, C_U8, C_I64, C_I64,
+    C_I64, C_I64, C_I64, C_I64, C_F64, C_U8, C_STR, C_F64, C_F64, C_F64, C_F64, C_STR, C_I64,
+    C_I64, C_I64, C_U8};
+
+enum { H_IDX, H_TS, H_MS, H_RANKTAG, H_CLIENT, H_METHOD, H_PATH, H_PROTO, H_STATUS,
+       H_TEXT, H_SHAPE, H_MSG_OFF, H_MSG_LEN, H_KEEP, NH };
+static const char *H_NAMES[NH] = {
+    "idx", "ts", "ms_present", "rank_tag", "client", "method", "path", "protocol", "status",
+    "status_text", "shape", "msg_off", "msg_len", "keep"};
+static const int H_TYPES[NH] = {C_I64, C_I64, C_U8, C_STR, C_STR, C_STR, C_STR, C_STR,
+                                C_I32, C_STR, C_I64, C_I64, C_I64, C_U8};
+
+static const int CANON_COL[N_CANON] = {B_NEW_SEQ, B_NEW_TOKEN, B_CACHED, B_RUNNING, B_QUEUE,
+                                       B_TOKEN, B_USAGE, B_GEN, B_INPUT, B_ACCEPT_LEN,
+                                       B_ACCEPT_RATE, B_GRAPH};
+
+typedef struct {
+    const char **s;
+    size_t *n;
+    Py_ssize_t count;
+    uint8_t first[256]; /* 1 where some phrase starts with that byte */
+} phrases_t;
+
+/* one pass: only bytes that start some phrase are compared further */
+static int has_phrase(const phrases_t *ph, const char *s, const char *e) {
+    for (const char *q = s; q < e; q++) {
+        if (!ph->first[(uint8_t)*q]) continue;
+        for (Py_ssize_t i = 0; i < ph->count; i++)
+            if (ph->s[i][0] == *q && (size_t)(e - q) >= ph->n[i]
+                && memcmp(q, ph->s[i], ph->n[i]) == 0)
+                return 1;
+    }
+    return 0;
+}
+
+static uint64_t prefix_shape(const prefix_t *p) {
+    uint64_t h = 1469598103934665603ULL;
+    h ^= (uint8_t)('0' + p->ms_present);
+    h *= 1099511628211ULL;
+    h = shape_hash(h, p->ranks, p->ranks_end);
+    h ^= '|';
+    h *= 1099511628211ULL;
+    return h;
+}
+
+/* The columns every fast row starts with: idx, ts, ms_present, rank_tag */
+static int put_head(col_t *c, int64_t idx, const prefix_t *p) {
+    int r = put_i64(&c[0], idx, 1);
+    r |= put_i64(&c[1], p->ts_us, 1);
+    r |= put_u8(&c[2], (uint8_t)p->ms_present, 1);
+    r |= put_str(&c[3], p->ranks, (size_t)(p->ranks_end - p->ranks), p->ranks_end > p->ranks);
+    return r;
+}
+
+/* ... and ends with: shape, msg_off, msg_len, keep */
+static int put_tail(col_t *c, const prefix_t *p, const char *data, const char *msg,
+                    const char *e) {
+    int r = put_i64(&c[0], (int64_t)shape_hash(prefix_shape(p), msg, e), 1);
+    r |= put_i64(&c[1], (int64_t)(msg - data), 1);
+    r |= put_i64(&c[2], (int64_t)(e - msg), 1);
+    r |= put_u8(&c[3], 1, 1);
+    return r;
+}
+
+static int emit_batch(col_t *c, int64_t idx, const prefix_t *p, const batch_t *b,
+                      const char *data, const char *msg, const char *e) {
+    int r = put_head(c, idx, p);  /* B_IDX .. B_RANKTAG */
+    for (int k = 0; k < 4; k++) r |= put_i32(&c[B_DP + k], p->rank[k] * p->rank_ok[k], p->rank_ok[k]);
+    r |= put_u8(&c[B_KIND], (uint8_t)b->kind, 1);
+    r |= put_i64(&c[B_ITER], b->iter_ok ? b->iter : 0, b->iter_ok);
+    r |= put_u8(&c[B_MIXED], (uint8_t)b->mixed_ok, 1);
+    for (int k = 0; k < N_CANON; k++) {
+        col_t *col = &c[CANON_COL[k]];
+        int ok = b->present[k];
+        if (k == K_GRAPH) r |= put_u8(col, ok ? (uint8_t)b->graph : 0, ok);
+        else if (CANON_INT[k]) {
+            int64_t v = ok ? b->ival[k] : 0;
+            if (k == K_RUNNING && !ok && b->mixed_ok) { v = b->mixed; ok = 1; }
+            r |= put_i64(col, v, ok);
+        } else r |= put_f64(col, ok ? b->fval[k] : 0.0, ok);
+    }
+    r |= put_str(&c[B_GRAPH_LABEL], b->graph_key, (size_t)(b->graph_key_end - b->graph_key),
+                 b->present[K_GRAPH]);
+    r |= put_str(&c[B_EXTRA], b->extra.p, b->extra.n, b->extra_pairs > 0);
+    r |= put_tail(&c[B_SHAPE], p, data, msg, e);
+    return r ? -1 : 0;
+}
+
+static int emit_http(col_t *c, int64_t idx, const prefix_t *p, const http_t *h,
+                     const char *data, const char *msg, const char *e) {
+    int r = put_head(c, idx, p);  /* H_IDX .. H_RANKTAG */
+    r |= put_str(&c[H_CLIENT], h->client, (size_t)(h->client_end - h->client), 1);
+    r |= put_str(&c[H_METHOD], h->method, (size_t)(h->method_end - h->method), 1);
+    r |= put_str(&c[H_PATH], h->path, (size_t)(h->path_end - h->path), 1);
+    r |= put_str(&c[H_PROTO], h->proto, (size_t)(h->proto_end - h->proto), 1);
+    r |= put_i32(&c[H_STATUS], h->status, 1);
+    r |= put_str(&c[H_TEXT], h->has_text ? h->text : e, h->has_text ? (size_t)(e - h->text) : 0,
+                 h->has_text);
+    r |= put_tail(&c[H_SHAPE], p, data, msg, e);
+    return r ? -1 : 0;
+}
+
+static PyObject *cols_to_dict(col_t *c, const char **names, int n) {
+    PyObject *d = PyDict_New();
+    if (!d) return NULL;
+    for (int k = 0; k < n; k++) {
+        PyObject *t;
+        if (c[k].type == C_STR)
+            t = Py_BuildValue("(y#y#y#)", c[k].data.p ? c[k].data.p : "", (Py_ssize_t)c[k].data.n,
+                              c[k].valid.p ? c[k].valid.p : "", (Py_ssize_t)c[k].valid.n,
+                              c[k].offs.p, (Py_ssize_t)c[k].offs.n);
+        else
+            t = Py_BuildValue("(y#y#O)", c[k].data.p ? c[k].data.p : "", (Py_ssize_t)c[k].data.n,
+                              c[k].valid.p ? c[k].valid.p : "", (Py_ssize_t)c[k].valid.n,
+                              Py_None);
+        if (!t || PyDict_SetItemString(d, names[k], t)) {
+            Py_XDECREF(t);
+            Py_DECREF(d);
+            return NULL;
+        }
+        Py_DECREF(t);
+    }
+    return d;
+}
+
+static int is_plain(const char *s, const char *e) {
+    for (; s < e; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c < 0x20 || c >= 0x7f) return 0; /* control characters, and non-ASCII text */
+    }
+    return 1;
+}
+
+static int ends_with_ray_repeat(const char *s, const char *e) {
+    while (e > s && e[-1] == ' ') e--;
+    return e - s >= 15 && memcmp(e - 15, "across cluster]", 15) == 0;
+}
+
+/* Hand line idx (s..e) to the slow parser; keep: the fast row of that line, flagged 0. */
+static int hand_on(col_t *keep, col_t *slow_idx, buf_t *slow, int64_t idx, const char *s,
+                   const char *e) {
+    if (keep) keep->data.p[keep->data.n - 1] = 0;
+    if (put_i64(slow_idx, idx, 1) || buf_put(slow, s, (size_t)(e - s))) return -1;
+    return buf_byte(slow, '\n');
+}
+
+static PyObject *scan(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer view;
+    PyObject *phrase_tuple;
+    if (!PyArg_ParseTuple(args, "y*O!", &view, &PyTuple_Type, &phrase_tuple)) return NULL;
+    phrases_t ph = {0};
+    ph.count = PyTuple_GET_SIZE(phrase_tuple);
+    ph.s = calloc((size_t)ph.count + 1, sizeof *ph.s);
+    ph.n = calloc((size_t)ph.count + 1, sizeof *ph.n);
+    col_t bc[NB], hc[NH], slow_idx;
+    buf_t slow = {0};
+    batch_t b;
+    memset(&b, 0, sizeof b);
+    int ok = ph.s && ph.n;
+    for (Py_ssize_t i = 0; ok && i < ph.count; i++) {
+        PyObject *o = PyTuple_GET_ITEM(phrase_tuple, i);
+        if (!PyBytes_Check(o)) { PyErr_SetString(PyExc_TypeError, "phrases must be bytes"); ok = 0; break; }
+        ph.s[i] = PyBytes_AS_STRING(o);
+        ph.n[i] = (size_t)PyBytes_GET_SIZE(o);
+        if (ph.n[i] == 0) { PyErr_SetString(PyExc_ValueError, "empty phrase"); ok = 0; break; }
+        ph.first[(uint8_t)ph.s[i][0]] = 1;
+    }
+    for (int k = 0; k < NB; k++) col_init(&bc[k], B_NAMES[k], B_TYPES[k]);
+    for (int k = 0; k < NH; k++) col_init(&hc[k], H_NAMES[k], H_TYPES[k]);
+    col_init(&slow_idx, "idx", C_I64);
+
+    const char *data = view.buf, *end = data + view.len, *s = data;
+    int64_t idx = 0, lines = 0;
+    int prev_lane = 0; /* 0 slow, 1 batch, 2 http */
+    const char *prev_s = NULL, *prev_e = NULL;
+    int failed = !ok;
+    Py_BEGIN_ALLOW_THREADS
+    while (!failed && s < end) {
+        const char *e = memchr(s, '\n', (size_t)(end - s));
+        const char *next = e ? e + 1 : end;
+        if (!e) e = end;
+        int lane = 0;
+        prefix_t p;
+        if (e - s > 22 && s[0] == '[' && is_plain(s, e) && parse_prefix(s, e, &p)
+            && !ends_with_ray_repeat(p.msg, e) && !has_phrase(&ph, p.msg, e)) {
+            int r = parse_batch(p.msg, e, &b);
+            if (r < 0) { failed = 1; break; }
+            if (r == 1) {
+                if (emit_batch(bc, idx, &p, &b, data, p.msg, e)) { failed = 1; break; }
+                lane = 1;
+            } else {
+                http_t h;
+                if (parse_http(p.msg, e, &h)) {
+                    if (emit_http(hc, idx, &p, &h, data, p.msg, e)) { failed = 1; break; }
+                    lane = 2;
+                }
+            }
+        }
+        if (lane == 0) {
+            /* the fast line before a slow one is read by both */
+            if (prev_lane && hand_on(prev_lane == 1 ? &bc[B_KEEP] : &hc[H_KEEP], &slow_idx,
+                                     &slow, idx - 1, prev_s, prev_e)) { failed = 1; break; }
+            if (hand_on(NULL, &slow_idx, &slow, idx, s, e)) { failed = 1; break; }
+        }
+        prev_lane = lane;
+        prev_s = s;
+        prev_e = e;
+        idx++;
+        s = next;
+    }
+    /* the last line carries the state forward: the slow parser reads it too */
+    if (!failed && prev_lane && hand_on(prev_lane == 1 ? &bc[B_KEEP] : &hc[H_KEEP], &slow_idx,
+                                        &slow, idx - 1, prev_s, prev_e))
+        failed = 1;
+    lines = idx;
+    Py_END_ALLOW_THREADS
+
+    PyObject *out = NULL;
+    if (!failed) {
+        PyObject *bd = cols_to_dict(bc, B_NAMES, NB);
+        PyObject *hd = bd ? cols_to_dict(hc, H_NAMES, NH) : NULL;
+        if (bd && hd)
+            out = Py_BuildValue("{s:N,s:N,s:y#,s:y#,s:L}", "batch", bd, "http", hd, "slow",
+                                slow.p ? slow.p : "", (Py_ssize_t)slow.n, "slow_idx",
+                                slow_idx.data.p ? slow_idx.data.p : "",
+                                (Py_ssize_t)slow_idx.data.n, "lines", (long long)lines);
+        else {
+            Py_XDECREF(bd);
+            Py_XDECREF(hd);
+        }
+    } else if (!PyErr_Occurred()) {
+        PyErr_NoMemory();
+    }
+    for (int k = 0; k < NB; k++) col_free(&bc[k]);
+    for (int k = 0; k < NH; k++) col_free(&hc[k]);
+    col_free(&slow_idx);
+    free(slow.p);
+    free(b.extra.p);
+    free(ph.s);
+    free(ph.n);
+    PyBuffer_Release(&view);
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"scan", scan, METH_VARARGS,
+     "scan(data, phrases) -> dict: fast-lane batch and HTTP rows of a block of complete "
+     "lines, and the text of the lines left to the polars parser."},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastlane",
+                                    "One-pass C reader of plain SGLang batch and access lines.",
+                                    -1, methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__fastlane(void) { return PyModule_Create(&module); }

@@ -1,0 +1,131 @@
+"""The C fast lane in front of the polars log parser.
+
+:func:`split_block` hands a block of complete lines to ``logpipe._fastlane`` (one pass in
+C, ``logpipe/_fastlane.c``), which reads the plain batch lines and uvicorn access lines
+that make up nearly all of a long log and returns everything else as text for the polars
+parser.  The contract: for every line it takes, the fast lane produces exactly the row the
+polars parser would (``tests/test_fastlane.py`` parses every sample and generated logs
+both ways and compares the tables); whenever a line has anything unusual in it, it leaves
+the line to the polars parser.
+
+The extension is optional: without a C compiler at install time, :data:`AVAILABLE` is
+false and every line takes the polars path.  ``LOGPIPE_FASTLANE=0`` turns it off.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from logpipe.sources.sglang_events import UNANCHORED_EVENT_PHRASES
+
+try:
+    from logpipe import _fastlane  # type: ignore[attr-defined]
+except ImportError:  # built without a C compiler
+    _fastlane = None
+
+AVAILABLE = _fastlane is not None
+_PHRASES = tuple(p.encode() for p in UNANCHORED_EVENT_PHRASES)
+
+
+def enabled() -> bool:
+    return AVAILABLE and os.environ.get("LOGPIPE_FASTLANE", "1") != "0"
+
+
+@dataclass
+class Lanes:
+    """One block split between the lanes."""
+
+    batches: pl.DataFrame
+    """Fast batch rows: ``line_no``, the ``batches`` columns, and ``shape``/``msg_off``/
+    ``msg_len``/``ms_present``/``rank_tag`` for era features."""
+    http: pl.DataFrame
+    slow_text: str
+    """The lines left to the polars parser, each ending in ``\\n``."""
+    slow_line_nos: np.ndarray
+    data: bytes
+    """The block (messages of representative lines are read from it)."""
+
+
+_TYPES = {"i64": pa.int64(), "i32": pa.int32(), "f64": pa.float64(), "u8": pa.uint8()}
+_NUMPY = {"i64": np.int64, "i32": np.int32, "f64": np.float64, "u8": np.uint8}
+
+
+def _table(cols: dict[str, tuple[bytes, bytes, bytes | None]], kinds: dict[str, str]
+           ) -> pl.DataFrame:
+    arrays = {}
+    for name, (data, valid, offsets) in cols.items():
+        ok = np.frombuffer(valid, dtype=np.uint8).astype(bool)
+        n = len(ok)
+        if offsets is not None:
+            bitmap = None if ok.all() else pa.py_buffer(np.packbits(ok, bitorder="little"))
+            arrays[name] = pa.LargeStringArray.from_buffers(
+                n, pa.py_buffer(offsets), pa.py_buffer(data), bitmap)
+        else:
+            kind = kinds[name]
+            values = np.frombuffer(data, dtype=_NUMPY[kind])
+            arrays[name] = pa.array(values, type=_TYPES[kind], mask=None if ok.all() else ~ok)
+    return pl.from_arrow(pa.table(arrays))  # type: ignore[return-value]
+
+
+_BATCH_KINDS = {
+    "idx": "i64", "ts": "i64", "ms_present": "u8", "dp_rank": "i32", "tp_rank": "i32",
+    "pp_rank": "i32", "ep_rank": "i32", "kind": "u8", "forward_iter": "i64",
+    "mixed_chunk": "u8", "new_seq": "i64", "new_token": "i64", "cached_token": "i64",
+    "running_req": "i64", "queue_req": "i64", "num_token": "i64", "token_usage": "f64",
+    "cuda_graph": "u8", "gen_throughput": "f64", "input_throughput": "f64",
+    "accept_len": "f64", "accept_rate": "f64", "shape": "i64", "msg_off": "i64",
+    "msg_len": "i64", "keep": "u8",
+}
+_HTTP_KINDS = {"idx": "i64", "ts": "i64", "ms_present": "u8", "status": "i32",
+               "shape": "i64", "msg_off": "i64", "msg_len": "i64", "keep": "u8"}
+
+
+def split_block(data: bytes, first_line_no: int) -> Lanes:
+    """Split a block of complete lines (``first_line_no`` is the first line's number)."""
+    assert _fastlane is not None
+    out: dict[str, Any] = _fastlane.scan(data, _PHRASES)
+    line_no = pl.col("idx") + first_line_no
+    ts = pl.col("ts").cast(pl.Datetime("us"))
+    batches = _table(out["batch"], _BATCH_KINDS).filter(pl.col("keep") == 1).select(
+        line_no.alias("line_no"), ts.alias("ts"), pl.lit(None, pl.String).alias("ts_raw"),
+        pl.when(pl.col("kind") == 1).then(pl.lit("decode")).otherwise(pl.lit("prefill"))
+        .alias("kind"),
+        "dp_rank", "tp_rank", "pp_rank", "ep_rank", "rank_tag", "forward_iter",
+        (pl.col("mixed_chunk") == 1).alias("mixed_chunk"),
+        "new_seq", "new_token", "cached_token", "running_req", "queue_req", "num_token",
+        "token_usage", (pl.col("cuda_graph") == 1).alias("cuda_graph"), "graph_label",
+        "gen_throughput", "input_throughput", "accept_len", "accept_rate", "extra",
+        "shape", "msg_off", "msg_len", (pl.col("ms_present") == 1).alias("ms_present"),
+    )
+    http = _table(out["http"], _HTTP_KINDS).filter(pl.col("keep") == 1).select(
+        line_no.alias("line_no"), ts.alias("ts"), "client", "method", "path", "protocol",
+        "status", "status_text", "shape", "msg_off", "msg_len", "rank_tag",
+        (pl.col("ms_present") == 1).alias("ms_present"),
+    )
+    slow = out["slow"].decode("utf-8", errors="replace")
+    nos = np.frombuffer(out["slow_idx"], dtype=np.int64) + first_line_no
+    return Lanes(batches, http, slow, nos, data)
+
+
+def representatives(frame: pl.DataFrame, data: bytes, bkind: bool) -> pl.DataFrame:
+    """One line per (run, shape) of fast rows (``frame`` has ``run_seq``), with the columns
+    :data:`logpipe.era.FEATURES` reads.  Lines of one shape differ only in their digits,
+    which no era feature looks at, so the features of the representative are those of
+    every line of its shape."""
+    reps = frame.unique(["run_seq", "shape"], keep="first", maintain_order=True)
+    msgs = [data[o:o + n].decode() for o, n in zip(reps["msg_off"], reps["msg_len"],
+                                                    strict=True)]
+    return reps.select(
+        "run_seq", "ts", "line_no",
+        pl.Series("msg", msgs, dtype=pl.String),
+        pl.lit("00:00:00").alias("stime"), pl.lit("2000-01-01").alias("sdate"),
+        pl.when(pl.col("ms_present")).then(pl.lit("0")).alias("sms"),
+        pl.col("rank_tag").alias("ranks"),
+        (pl.col("kind") if bkind else pl.lit(None, pl.String)).alias("bkind"),
+    )

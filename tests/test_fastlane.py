@@ -1,0 +1,230 @@
+"""The C fast lane gives exactly the rows of the polars parser, on real and generated logs.
+
+Every log is parsed twice, block by block as ingest does (``LOGPIPE_FASTLANE=1`` and
+``=0``), and every output of every block is compared: batches, HTTP rows, events, rejects,
+runs with their era features, noise, continuations, launches and the carried state.
+"""
+
+from __future__ import annotations
+
+import io
+import random
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+from logpipe.readers import line_blocks
+from logpipe.sources import fastlane
+from logpipe.sources.sglang_events import UNANCHORED_EVENT_PHRASES
+from logpipe.sources.sglang_log import LogState, finish_chunk, prepare_block
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_logs"
+
+needs_lane = pytest.mark.skipif(not fastlane.AVAILABLE, reason="C fast lane not built")
+
+
+def test_extension_is_built_where_a_compiler_is():
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        pytest.skip("no C compiler on this machine: the polars parser reads every line")
+    assert fastlane.AVAILABLE, "a C compiler is present but logpipe._fastlane was not built"
+
+
+def _parse(data: bytes, block_bytes: int, monkeypatch: pytest.MonkeyPatch, fast: bool
+           ) -> dict[str, object]:
+    monkeypatch.setenv("LOGPIPE_FASTLANE", "1" if fast else "0")
+    state, line_no = LogState(), 1
+    out: dict[str, list] = {k: [] for k in ("batches", "http", "events", "rejects", "runs",
+                                            "requests", "phases")}
+    extras: list[object] = []
+    taken = 0
+    for block in line_blocks(io.BytesIO(data), block_bytes):
+        prepared = prepare_block(block, line_no, "2026-01-01")
+        if prepared.fast is not None:
+            taken += prepared.fast.batches.height + prepared.fast.http.height
+        line_no += block.count(b"\n")
+        chunk = finish_chunk(prepared, state)
+        out["batches"].append(chunk.batches)
+        out["http"].append(chunk.http)
+        out["events"].append(chunk.events)
+        out["rejects"].append(chunk.rejects)
+        out["runs"].append(chunk.runs.sort("run_seq"))
+        out["requests"].append(chunk.requests)
+        out["phases"].append(chunk.phases)
+        extras.append((chunk.noise, chunk.continuation,
+                       [(la.run_seq, la.line_no, la.raw) for la in chunk.launches],
+                       state.to_json()))
+    return {"frames": out, "extras": extras, "taken": taken}
+
+
+def _same(data: bytes, block_bytes: int, monkeypatch: pytest.MonkeyPatch) -> int:
+    slow = _parse(data, block_bytes, monkeypatch, fast=False)
+    fast = _parse(data, block_bytes, monkeypatch, fast=True)
+    assert slow["extras"] == fast["extras"]
+    for name, frames in slow["frames"].items():  # type: ignore[union-attr]
+        for i, (a, b) in enumerate(zip(frames, fast["frames"][name], strict=True)):  # type: ignore[index]
+            try:
+                assert_frame_equal(a, b)
+            except AssertionError as exc:
+                raise AssertionError(f"{name}, block {i}: {exc}") from None
+    return int(fast["taken"])  # type: ignore[arg-type]
+
+
+def _sample_logs() -> list[Path]:
+    return sorted(p for p in SAMPLES.rglob("*.log") if p.is_file())
+
+
+@needs_lane
+@pytest.mark.parametrize("path", _sample_logs(), ids=lambda p: str(p.relative_to(SAMPLES)))
+def test_every_sample_log_parses_the_same(path: Path, monkeypatch: pytest.MonkeyPatch):
+    data = path.read_bytes()
+    _same(data, 1 << 20, monkeypatch)
+    _same(data, 700, monkeypatch)  # many block boundaries
+
+
+@needs_lane
+def test_the_lane_takes_the_plain_lines(monkeypatch: pytest.MonkeyPatch):
+    data = (SAMPLES / "mission" / "eagle3-untuned" / "server.log").read_bytes()
+    taken = _same(data, 1 << 20, monkeypatch)
+    batch_lines = data.count(b"] Prefill batch") + data.count(b"] Decode batch")
+    assert taken >= batch_lines * 0.9
+
+
+def _fuzz_log(seed: int, n: int = 2500) -> bytes:
+    """Lines of every shape the lane must take or refuse, in random order."""
+    rnd = random.Random(seed)
+
+    def stamp() -> str:
+        if rnd.random() < 0.85:
+            ms = rnd.choice(["", f".{rnd.randint(0, 999):03d}"])
+            return f"[2026-03-01 {rnd.randint(0, 23):02d}:{rnd.randint(0, 59):02d}:" \
+                   f"{rnd.randint(0, 59):02d}{ms}{rnd.choice(['', ' TP0', ' DP1 TP1 EP1'])}]"
+        date = rnd.choice(["2026-03-01", "2026-02-29", "2024-02-29", "2026-13-01",
+                           "2026-04-31"])
+        t = f"{rnd.randint(0, 24):02d}:{rnd.randint(0, 59):02d}:{rnd.randint(0, 60):02d}"
+        ms = rnd.choice(["", "", f".{rnd.randint(0, 999):03d}", ".5", ".1234567"])
+        ranks = rnd.choice(["", " TP0", " TP1 EP1", " DP1 TP1 EP1", " PP0 TP3",
+                            " ATTN_CP0 MOE_DP1 TP2", " TP12345678901", " TP0 TP1",
+                            " tp0", " X_1"])
+        if rnd.random() < 0.05:
+            return f"[{t}{ranks}]"  # time-only: the polars parser's
+        return f"[{date} {t}{ms}{ranks}]"
+
+    def value() -> str:
+        return rnd.choice([str(rnd.randint(0, 5000)), f"{rnd.random() * 100:.2f}",
+                           f"{rnd.random():.4f}%", "-3", "1e5", "007", "0.50", "True",
+                           "False", "None", "abc", "", "1.", "full=12, swa=3",
+                           "x=1", "inf", '"q"', "a\\b", "[1, 2]", "12.0", "5%"])
+
+    keys = ["#new-seq", "#new-token", "#cached-token", "#running-req", "#queue-req",
+            "#token", "#full token", "token usage", "full token usage",
+            "gen throughput (token/s)", "input throughput (token/s)", "accept len",
+            "accept rate", "cuda graph", "cpu graph", "cache hit rate", "#pending-token",
+            "fwd occupancy", "mamba usage", "#swa token", "swa token usage", "largest-len"]
+
+    def batch() -> str:
+        head = rnd.choice(["Decode batch.", "Decode batch,", "Prefill batch.", "Prefill batch,",
+                           "Decode batch [12],", "Prefill batch[7],",
+                           "Prefill batch(mixed #running-req: 3)."])
+        if rnd.random() < 0.05:
+            head = rnd.choice(["Decode batch [x],", "Prefill batch(mixed #running-req: ).",
+                               "Decode batches.", "Decode batch"])
+        pairs = []
+        for _ in range(rnd.randint(0, 7)):
+            k = rnd.choice(keys)
+            plain = (str(rnd.randint(0, 400)) if k.startswith("#") or k == "largest-len"
+                     else f"{rnd.random() * 90:.2f}")
+            v = plain if rnd.random() < 0.98 else value()
+            if k.endswith(" graph"):
+                v = rnd.choice(["True", "False", "True", "maybe"])
+            pairs.append(f"{k}: {v}")
+        if rnd.random() < 0.02:
+            pairs.append("no colon here")
+        if rnd.random() < 0.02:
+            pairs.append(rnd.choice(UNANCHORED_EVENT_PHRASES) + ": 1")
+        tail = rnd.choice(["", ", ", ",", " ", ", , "])
+        return f"{head} {', '.join(pairs)}{tail}"
+
+    def http() -> str:
+        return rnd.choice([
+            f'INFO:     127.0.0.1:{rnd.randint(1000, 65000)} - "POST /generate HTTP/1.1" 200 OK',
+            'INFO:     10.0.0.2:5000 - "GET /health HTTP/1.1" 503 Service Unavailable',
+            'WARNING:  10.0.0.2:5000 - "GET /v1/models HTTP/1.0" 404',
+            'ERROR:    10.0.0.2:5000 - "GET /x HTTP/1.1" 500 Internal Server Error',
+            'INFO:     1.2.3.4:1 - "GET /a HTTP/1.1" 200 Received sigquit',
+            'INFO:     1.2.3.4:1 - "GET /a HTTP/1.1" 2000 OK',
+            'INFO:     1.2.3.4:1 - "get /a HTTP/1.1" 200 OK',
+        ])
+
+    lines: list[str] = []
+    for _ in range(n):
+        r = rnd.random()
+        if r < 0.7:
+            line = f"{stamp()} {batch()}"
+        elif r < 0.8:
+            line = f"{stamp()} {http()}"
+        elif r < 0.82:
+            line = rnd.choice(["Traceback (most recent call last):",
+                               '  File "x.py", line 1, in <module>', "ValueError: boom",
+                               "node-1:1:1 [0] NCCL INFO Bootstrap", ""])
+        elif r < 0.83:
+            line = f"{stamp()} Scheduler hit an exception: Traceback (most recent call last):"
+        elif r < 0.86:
+            line = (f"{stamp()} server_args=ServerArgs(model_path='m', tp_size=1, "
+                    f"speculative_algorithm={rnd.choice(['None', repr('EAGLE3')])})")
+        elif r < 0.88:
+            line = f"{stamp()} Load weight begin. avail mem=78.54 GB"
+        elif r < 0.90:
+            line = f"2026-06-07T10:59:31.123456789Z {stamp()} {batch()}"
+        elif r < 0.92:
+            line = f"(Actor pid=12) {stamp()} {batch()} [repeated 3x across cluster]"
+        else:
+            line = f"{stamp()} {batch()}"
+            bad = rnd.choice(["\r", "\x1b[32m", "é", "\t", "\x00"])
+            pos = rnd.randint(0, len(line))
+            line = line[:pos] + bad + line[pos:]
+        lines.append(line)
+    return ("\n".join(lines) + "\n").encode()
+
+
+@needs_lane
+@pytest.mark.parametrize("seed", range(6))
+def test_generated_logs_parse_the_same(seed: int, monkeypatch: pytest.MonkeyPatch):
+    data = _fuzz_log(seed)
+    taken = _same(data, 1 << 20, monkeypatch)
+    assert taken > 200  # the comparison is not vacuous
+    _same(data, 4096, monkeypatch)
+
+
+@needs_lane
+@pytest.mark.parametrize("line", [
+    b"[2026-03-01 10:00:24 TP0] Decode batch. #running-req: 1, #token: 5\r",
+    b"[2026-03-01 10:00:24 TP0] Decode batch. #running-req: 1, note: hit an exception",
+    b"[2026-03-01 10:00:24 TP0] Decode batch. #token: full=12, swa=3",
+    b"[2026-03-01 10:00:24 TP0] Decode batch. #running-req: 1.5",
+    b"[10:00:24 TP0] Decode batch. #running-req: 1",
+    b"[2026-03-01 10:00:24 TP0] Decode batch. gen throughput (token/s): 5.",
+    "[2026-03-01 10:00:24 TP0] Decode batch. note: caf\u00e9".encode(),
+])
+def test_unusual_lines_are_left_to_the_polars_parser(line: bytes):
+    lanes = fastlane.split_block(line + b"\n" + b"noise\n", 1)
+    assert lanes.batches.height == 0
+    assert list(lanes.slow_line_nos) == [1, 2]
+
+
+@needs_lane
+def test_fast_rows_are_typed_like_the_table():
+    line = (b"[2026-03-01 10:00:24.250 DP1 TP2 EP3] Decode batch [40], #running-req: 7, "
+            b"#token: 812, token usage: 0.25%, cuda graph: True, gen throughput (token/s): "
+            b"61.25, #queue-req: 0, accept len: 2.50, spec: \"x\", flag: None, \n")
+    lanes = fastlane.split_block(line + line + b"noise\n", 10)  # the second is handed on
+    row = lanes.batches.row(0, named=True)
+    assert row["line_no"] == 10 and row["kind"] == "decode" and row["forward_iter"] == 40
+    assert (row["dp_rank"], row["tp_rank"], row["pp_rank"], row["ep_rank"]) == (1, 2, None, 3)
+    assert row["ts"].isoformat() == "2026-03-01T10:00:24.250000"
+    assert row["token_usage"] == 0.25 and row["cuda_graph"] is True
+    assert row["graph_label"] == "cuda graph" and row["accept_len"] == 2.5
+    assert row["extra"] == '{"spec": "\\"x\\"", "flag": null}'
+    assert lanes.batches.schema["dp_rank"] == pl.Int32
