@@ -2,12 +2,16 @@
 
     python benchmarks/run.py --size 1GB [--repeat 1] [--workdir DIR]
 
-Generates a realistic mixed SGLang log (all eras of the samples: prefill, decode, HTTP,
-noise lines, ranks, speculation) and, for SGLang's own parser, a log in the only format
-it accepts (0.5.4–0.5.8 decode lines), then measures each tool as the median of
-``--repeat`` runs with peak RSS from ``/usr/bin/time -v``:
+Generates a realistic SGLang log: a campaign of long-running servers, one per sample log
+(every era, the mission runs: prefill, decode, HTTP and noise lines, ranks, speculation),
+each its startup, then its workload lines repeated with fresh numbers, then its shutdown.
+Also a stress file (whole sample logs repeated, so one launch per ~10 KB: far more
+startup, event and wrapper lines than a real log) and, for SGLang's own parser, a log in
+the only format it accepts (0.5.4–0.5.8 decode lines).  Then measures each tool as the
+median of ``--repeat`` runs with peak RSS from ``/usr/bin/time -v``:
 
-- ``logpipe ingest`` end to end into a fresh database (every line kind);
+- ``logpipe ingest`` end to end into a fresh database (every line kind), also on the
+  stress file and with the polars parser alone (``LOGPIPE_FASTLANE=0``);
 - a Python ``re`` loop extracting decode fields (the naive approach);
 - SGLang's ``srt/debug_utils/log_parser.py`` from the sglang wheel (``pip download
   --no-deps``; skipped, and said so, when it cannot be downloaded);
@@ -24,6 +28,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import random
 import re
 import shutil
 import statistics
@@ -69,6 +74,47 @@ def generate(path: Path, size: int) -> None:
         while written < size:
             fh.write(block)
             written += len(block)
+
+
+_NUMBER = re.compile(r"\d+")
+
+
+def _jitter(line: str, rnd: random.Random) -> str:
+    """The line with the digits of its message (after SGLang's prefix) redrawn, keeping
+    every number's length and form, so no two repetitions are byte-identical."""
+    cut = line.find("] ") + 2 if line.startswith("[") else 0
+    msg = _NUMBER.sub(lambda m: "".join(rnd.choice("0123456789") for _ in m.group())
+                      if len(m.group()) > 1 else str(rnd.randint(1, 9)), line[cut:])
+    return line[:cut] + msg
+
+
+def generate_steady(path: Path, size: int, seed: int = 7) -> None:
+    """A campaign of long-running servers: one segment per sample log (every era, the
+    mission runs), each its startup, then that log's prefill/decode/HTTP lines repeated
+    with fresh numbers (a steady server), its noise lines (NCCL, tracebacks, warnings) at
+    their own rate, and its shutdown."""
+    rnd = random.Random(seed)
+    logs = sorted((SAMPLES / "eras").glob("*.log")) + sorted(SAMPLES.glob("mission/*/server.log"))
+    share = size // len(logs)
+    with path.open("w") as fh:
+        for log in logs:
+            lines = log.read_text().splitlines()
+            first = next(i for i, ln in enumerate(lines) if " batch" in ln and "] " in ln)
+            last = max(i for i, ln in enumerate(lines) if " batch" in ln and "] " in ln)
+            head, tail = lines[:first], lines[last + 1:]
+            # the workload: batch and access lines, and unprefixed noise; a relaunch inside
+            # a sample (two eras' samples hold two) is not repeated
+            body = [ln for ln in lines[first:last + 1]
+                    if " batch" in ln or ' HTTP/1.' in ln or not ln.startswith("[")]
+            variants = [[_jitter(ln, rnd) for _ in range(20)] for ln in body]
+            fh.write("\n".join(head) + "\n")
+            written = 0
+            while written < share:
+                for options in variants:
+                    text = rnd.choice(options) + "\n"
+                    fh.write(text)
+                    written += len(text)
+            fh.write("\n".join(tail) + "\n")
 
 
 def generate_sglang_format(path: Path, size: int) -> None:
@@ -129,11 +175,13 @@ def main() -> None:
     size = parse_size(args.size)
     work = args.workdir or Path(tempfile.gettempdir()) / "logpipe-bench"
     work.mkdir(parents=True, exist_ok=True)
-    mixed = work / f"mixed-{args.size}.log"
+    mixed = work / f"steady-{args.size}.log"
+    stress = work / f"mixed-{args.size}.log"
     sgl_fmt = work / f"sglang-format-{args.size}.log"
-    if not mixed.exists() or mixed.stat().st_size < size:
-        print(f"generating {mixed} ...", flush=True)
-        generate(mixed, size)
+    for path, make in ((mixed, generate_steady), (stress, generate)):
+        if not path.exists() or path.stat().st_size < size:
+            print(f"generating {path} ...", flush=True)
+            make(path, size)
     if not sgl_fmt.exists() or sgl_fmt.stat().st_size < size:
         generate_sglang_format(sgl_fmt, size)
     mb = mixed.stat().st_size / 2**20
@@ -147,6 +195,14 @@ def main() -> None:
     print("measuring logpipe ingest ...", flush=True)
     results["logpipe ingest (all line kinds)"] = measure(
         [*logpipe, "ingest", str(mixed), "--db", str(db)], args.repeat, before=rm_db)
+    results["logpipe ingest, sample-mix stress file"] = measure(
+        [*logpipe, "ingest", str(stress), "--db", str(db)], 1, before=rm_db)
+    results["logpipe ingest, polars parser only (LOGPIPE_FASTLANE=0)"] = measure(
+        [*logpipe, "ingest", str(mixed), "--db", str(db)], 1, before=rm_db,
+        env={"LOGPIPE_FASTLANE": "0"})
+    subprocess.run([*rm_db], check=True)
+    subprocess.run([*logpipe, "ingest", str(mixed), "--db", str(db)], check=True,
+                   capture_output=True)
     results["re-ingest, unchanged"] = measure([*logpipe, "ingest", str(mixed), "--db", str(db)],
                                               args.repeat)
     appended = work / "appended.log"
@@ -180,7 +236,8 @@ def main() -> None:
     base = results["logpipe ingest (all line kinds)"]["seconds"]
     rows = []
     for name, r in results.items():
-        file_mb = sgl_fmt.stat().st_size / 2**20 if "sglang" in name else mb
+        file_mb = (sgl_fmt.stat().st_size / 2**20 if "sglang" in name
+                   else stress.stat().st_size / 2**20 if "stress" in name else mb)
         rate = file_mb / r["seconds"] if "re-ingest" not in name and "help" not in name else None
         rows.append((name, r["seconds"], rate, r["rss_mb"],
                      (lines / r["seconds"]) if rate else None, r["seconds"] / base))
@@ -212,7 +269,8 @@ def main() -> None:
          results["logpipe --help"]["seconds"] < 0.5),
     ]
     text = [f"# Ingest benchmark ({args.size}, {datetime.now():%Y-%m-%d})", "",
-            f"Machine: {machine}. File: {mb:.0f} MiB, {lines:,} lines (mixed eras). "
+            f"Machine: {machine}. File: {mb:.0f} MiB, {lines:,} lines (steady servers of "
+            f"every era; the stress file repeats whole sample logs, startups included). "
             f"Median of {args.repeat} run(s); RSS is the peak of `/usr/bin/time -v`.", "",
             *table, "", "| target | measured | met |", "|---|---|---|",
             *[f"| {t} | {m} | {'yes' if ok else 'NO'} |" for t, m, ok in targets]]

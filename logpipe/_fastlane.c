@@ -179,9 +179,29 @@ static int is_number(const char *s, size_t n) {
     return i == n;
 }
 
+static const double POW10[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+                               1e11, 1e12, 1e13, 1e14, 1e15};
+
 static int parse_float(const char *s, size_t n, double *out) {
     char tmp[64];
     if (!is_number(s, n) || n >= sizeof tmp) return 0;
+    /* d+(.d+)? with at most 15 digits: the integer and the power of ten are exact doubles,
+     * so one division gives the correctly rounded value, as strtod would */
+    size_t i = s[0] == '-', nd = 0, frac = 0;
+    int dot = 0;
+    uint64_t m = 0;
+    for (; i < n; i++) {
+        if (s[i] == '.') { dot = 1; continue; }
+        if (!is_digit(s[i]) || nd >= 15) break;
+        m = m * 10 + (uint64_t)(s[i] - '0');
+        nd++;
+        frac += dot;
+    }
+    if (i == n) {
+        double v = (double)m / POW10[frac];
+        *out = s[0] == '-' ? -v : v;
+        return 1;
+    }
     memcpy(tmp, s, n);
     tmp[n] = 0;
     *out = strtod(tmp, NULL);
@@ -204,59 +224,82 @@ static void strip(const char **s, const char **e) {
     while (*e > *s && (*e)[-1] == ' ') (*e)--;
 }
 
-/* FNV-1a over text with every run of digits folded to one '0' */
+static inline uint64_t mix(uint64_t h, uint64_t w) {
+    h ^= w;
+    h *= 0x9E3779B97F4A7C15ULL;
+    return h ^ (h >> 29);
+}
+
+/* Eight ASCII bytes with every digit replaced by '0' (no byte may be >= 0x80) */
+static inline uint64_t fold_digits(uint64_t w) {
+    const uint64_t hi = 0x8080808080808080ULL;
+    uint64_t ge0 = w + 0x5050505050505050ULL; /* high bit: byte >= '0' */
+    uint64_t gt9 = w + 0x4646464646464646ULL; /* high bit: byte > '9' */
+    uint64_t digit = ((ge0 & ~gt9 & hi) >> 7) * 0xFF;
+    return (w & ~digit) | (0x3030303030303030ULL & digit);
+}
+
+/* Hash of ASCII text with every digit read as '0', eight bytes at a time.  Lines that
+ * differ only in their digits hash alike (no era feature reads a digit's value). */
 static uint64_t shape_hash(uint64_t h, const char *s, const char *e) {
-    int in_digits = 0;
-    for (; s < e; s++) {
-        char c = *s;
-        if (is_digit(c)) {
-            if (in_digits) continue;
-            in_digits = 1;
-            c = '0';
-        } else {
-            in_digits = 0;
-        }
-        h ^= (uint8_t)c;
-        h *= 1099511628211ULL;
+    size_t n = (size_t)(e - s);
+    for (; s + 8 <= e; s += 8) {
+        uint64_t w;
+        memcpy(&w, s, 8);
+        h = mix(h, fold_digits(w));
     }
-    return h;
+    if (s < e) {
+        uint64_t w = 0;
+        memcpy(&w, s, (size_t)(e - s));
+        h = mix(h, fold_digits(w));
+    }
+    return mix(h, n);
 }
 
 /* ---------------------------------------------------------------- the prefix */
 
 typedef struct {
-    int64_t ts_us;
-    int ms_present;
+    int64_t ts_us;                 /* dated: since the epoch; time-only: since midnight */
+    int stamp;                     /* bit 0: dated; bits 1-3: digits of the fraction;
+                                      NO_STAMP: the line has no prefix */
     const char *ranks, *ranks_end; /* stripped rank tag text */
     int32_t rank[4];               /* DP, TP, PP, EP */
     int rank_ok[4];
     const char *msg;
 } prefix_t;
 
-/* "[YYYY-MM-DD HH:MM:SS(.f{1,6})?( [A-Za-z][A-Za-z_]*\d+)*] " at s; 0 if not exactly that */
+#define NO_STAMP 16
+
+/* "[(YYYY-MM-DD )?HH:MM:SS(.f{1,6})?( [A-Za-z][A-Za-z_]*\d+)*] " at s; 0 if not exactly
+ * that.  A time-only stamp (0.2.15-0.3.2) is returned as time of day: its date and the
+ * midnight roll-over are applied by the caller, over every line of the file in order. */
 static int parse_prefix(const char *s, const char *e, prefix_t *p) {
-    if (e - s < 22 || s[0] != '[' || s[5] != '-' || s[8] != '-' || s[11] != ' '
-        || s[14] != ':' || s[17] != ':')
-        return 0;
-    int64_t y = digits(s + 1, 4), mo = digits(s + 6, 2), d = digits(s + 9, 2);
-    int64_t h = digits(s + 12, 2), mi = digits(s + 15, 2), se = digits(s + 18, 2);
-    if (y < 1 || mo < 1 || mo > 12 || d < 1 || h < 0 || h > 23 || mi < 0 || mi > 59
-        || se < 0 || se > 59)
-        return 0;
-    if (d > days_in_month(y, mo)) return 0;
-    const char *q = s + 20;
+    if (e - s < 12 || s[0] != '[') return 0;
+    int dated = s[5] == '-';
+    const char *t0 = dated ? s + 12 : s + 1;
+    if (dated && (e - s < 22 || s[8] != '-' || s[11] != ' ')) return 0;
+    if (t0[2] != ':' || t0[5] != ':') return 0;
+    int64_t day = 0;
+    if (dated) {
+        int64_t y = digits(s + 1, 4), mo = digits(s + 6, 2), d = digits(s + 9, 2);
+        if (y < 1 || mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo)) return 0;
+        day = days_from_civil(y, mo, d);
+    }
+    int64_t h = digits(t0, 2), mi = digits(t0 + 3, 2), se = digits(t0 + 6, 2);
+    if (h < 0 || h > 23 || mi < 0 || mi > 59 || se < 0 || se > 59) return 0;
+    const char *q = t0 + 8;
     int64_t frac = 0;
-    p->ms_present = 0;
+    int nd = 0;
     if (q < e && *q == '.') {
         const char *f = ++q;
         while (q < e && is_digit(*q) && q - f < 7) q++;
-        int nd = (int)(q - f);
+        nd = (int)(q - f);
         if (nd < 1 || nd > 6) return 0;
         frac = digits(f, nd);
         for (int k = nd; k < 6; k++) frac *= 10;
-        p->ms_present = 1;
     }
-    p->ts_us = ((days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + se) * 1000000) + frac;
+    p->stamp = dated | nd << 1;
+    p->ts_us = ((day * 86400 + h * 3600 + mi * 60 + se) * 1000000) + frac;
     for (int k = 0; k < 4; k++) p->rank_ok[k] = 0;
     const char *rs = q;
     while (q < e && *q == ' ') {
@@ -287,6 +330,29 @@ static int parse_prefix(const char *s, const char *e, prefix_t *p) {
     if (q + 1 >= e || q[0] != ']' || q[1] != ' ') return 0;
     p->msg = q + 2;
     return 1;
+}
+
+/* ---------------------------------------------------------------- event phrases
+ * A phrase holds neither ", " nor ": ", so in a batch line it can only sit inside one key
+ * or one value; canonical keys and typed values hold none, so only the others are read. */
+
+typedef struct {
+    const char **s;
+    size_t *n;
+    Py_ssize_t count;
+    uint8_t first[256]; /* 1 where some phrase starts with that byte */
+} phrases_t;
+
+/* one pass: only bytes that start some phrase are compared further */
+static int has_phrase(const phrases_t *ph, const char *s, const char *e) {
+    for (const char *q = s; q < e; q++) {
+        if (!ph->first[(uint8_t)*q]) continue;
+        for (Py_ssize_t i = 0; i < ph->count; i++)
+            if (ph->s[i][0] == *q && (size_t)(e - q) >= ph->n[i]
+                && memcmp(q, ph->s[i], ph->n[i]) == 0)
+                return 1;
+    }
+    return 0;
 }
 
 /* ---------------------------------------------------------------- batch lines */
@@ -342,7 +408,7 @@ typedef struct {
 #define HEAD_SCAN 96
 
 /* 1 if msg..e is a batch line the fast lane reads exactly as the polars parser does */
-static int parse_batch(const char *msg, const char *e, batch_t *b) {
+static int parse_batch(const char *msg, const char *e, batch_t *b, const phrases_t *ph) {
     const char *q = msg;
     if (e - q >= 13 && memcmp(q, "Prefill batch", 13) == 0) { b->kind = 0; q += 13; }
     else if (e - q >= 12 && memcmp(q, "Decode batch", 12) == 0) { b->kind = 1; q += 12; }
@@ -387,6 +453,8 @@ static int parse_batch(const char *msg, const char *e, batch_t *b) {
             strip(&ks, &ke);
             strip(&vs, &ve);
             int c = canon_of(ks, (size_t)(ke - ks));
+            if ((c < 0 || c == K_GRAPH) && has_phrase(ph, ks, ke)) return 0;
+            if (c < 0 && has_phrase(ph, vs, ve)) return 0;
             if (c >= 0) {
                 if (memchr(vs, '=', (size_t)(ve - vs))) return 0; /* composite value */
                 if (!b->present[c]) {
@@ -482,7 +550,7 @@ enum { B_IDX, B_TS, B_MS, B_RANKTAG, B_DP, B_TP, B_PP, B_EP, B_KIND, B_ITER, B_M
        B_GRAPH_LABEL, B_GEN, B_INPUT, B_ACCEPT_LEN, B_ACCEPT_RATE, B_EXTRA, B_SHAPE,
        B_MSG_OFF, B_MSG_LEN, B_KEEP, NB };
 static const char *B_NAMES[NB] = {
-    "idx", "ts", "ms_present", "rank_tag", "dp_rank", "tp_rank", "pp_rank", "ep_rank",
+    "idx", "ts", "stamp", "rank_tag", "dp_rank", "tp_rank", "pp_rank", "ep_rank",
     "kind", "forward_iter", "mixed_chunk", "new_seq", "new_token", "cached_token",
     "running_req", "queue_req", "num_token", "token_usage", "cuda_graph", "graph_label",
     "gen_throughput", "input_throughput", "accept_len", "accept_rate", "extra", "shape",
@@ -495,7 +563,7 @@ static const int B_TYPES[NB] = {
 enum { H_IDX, H_TS, H_MS, H_RANKTAG, H_CLIENT, H_METHOD, H_PATH, H_PROTO, H_STATUS,
        H_TEXT, H_SHAPE, H_MSG_OFF, H_MSG_LEN, H_KEEP, NH };
 static const char *H_NAMES[NH] = {
-    "idx", "ts", "ms_present", "rank_tag", "client", "method", "path", "protocol", "status",
+    "idx", "ts", "stamp", "rank_tag", "client", "method", "path", "protocol", "status",
     "status_text", "shape", "msg_off", "msg_len", "keep"};
 static const int H_TYPES[NH] = {C_I64, C_I64, C_U8, C_STR, C_STR, C_STR, C_STR, C_STR,
                                 C_I32, C_STR, C_I64, C_I64, C_I64, C_U8};
@@ -504,28 +572,9 @@ static const int CANON_COL[N_CANON] = {B_NEW_SEQ, B_NEW_TOKEN, B_CACHED, B_RUNNI
                                        B_TOKEN, B_USAGE, B_GEN, B_INPUT, B_ACCEPT_LEN,
                                        B_ACCEPT_RATE, B_GRAPH};
 
-typedef struct {
-    const char **s;
-    size_t *n;
-    Py_ssize_t count;
-    uint8_t first[256]; /* 1 where some phrase starts with that byte */
-} phrases_t;
-
-/* one pass: only bytes that start some phrase are compared further */
-static int has_phrase(const phrases_t *ph, const char *s, const char *e) {
-    for (const char *q = s; q < e; q++) {
-        if (!ph->first[(uint8_t)*q]) continue;
-        for (Py_ssize_t i = 0; i < ph->count; i++)
-            if (ph->s[i][0] == *q && (size_t)(e - q) >= ph->n[i]
-                && memcmp(q, ph->s[i], ph->n[i]) == 0)
-                return 1;
-    }
-    return 0;
-}
-
 static uint64_t prefix_shape(const prefix_t *p) {
     uint64_t h = 1469598103934665603ULL;
-    h ^= (uint8_t)('0' + p->ms_present);
+    h ^= (uint8_t)(p->stamp == NO_STAMP ? 'n' : '0' + (p->stamp & 1) + 2 * (p->stamp > 1));
     h *= 1099511628211ULL;
     h = shape_hash(h, p->ranks, p->ranks_end);
     h ^= '|';
@@ -533,11 +582,11 @@ static uint64_t prefix_shape(const prefix_t *p) {
     return h;
 }
 
-/* The columns every fast row starts with: idx, ts, ms_present, rank_tag */
+/* The columns every fast row starts with: idx, ts, stamp, rank_tag */
 static int put_head(col_t *c, int64_t idx, const prefix_t *p) {
     int r = put_i64(&c[0], idx, 1);
     r |= put_i64(&c[1], p->ts_us, 1);
-    r |= put_u8(&c[2], (uint8_t)p->ms_present, 1);
+    r |= put_u8(&c[2], (uint8_t)p->stamp, 1);
     r |= put_str(&c[3], p->ranks, (size_t)(p->ranks_end - p->ranks), p->ranks_end > p->ranks);
     return r;
 }
@@ -613,12 +662,14 @@ static PyObject *cols_to_dict(col_t *c, const char **names, int n) {
     return d;
 }
 
+/* No control characters and no non-ASCII text (branch-free, so the compiler vectorises it) */
 static int is_plain(const char *s, const char *e) {
+    unsigned bad = 0;
     for (; s < e; s++) {
         unsigned char c = (unsigned char)*s;
-        if (c < 0x20 || c >= 0x7f) return 0; /* control characters, and non-ASCII text */
+        bad |= (unsigned)(c < 0x20) | (unsigned)(c >= 0x7f);
     }
-    return 1;
+    return !bad;
 }
 
 static int ends_with_ray_repeat(const char *s, const char *e) {
@@ -672,19 +723,31 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         if (!e) e = end;
         int lane = 0;
         prefix_t p;
-        if (e - s > 22 && s[0] == '[' && is_plain(s, e) && parse_prefix(s, e, &p)
-            && !ends_with_ray_repeat(p.msg, e) && !has_phrase(&ph, p.msg, e)) {
-            int r = parse_batch(p.msg, e, &b);
+        if (e - s > 12 && s[0] == '[' && is_plain(s, e) && parse_prefix(s, e, &p)
+            && !ends_with_ray_repeat(p.msg, e)) {
+            int r = parse_batch(p.msg, e, &b, &ph);
             if (r < 0) { failed = 1; break; }
             if (r == 1) {
                 if (emit_batch(bc, idx, &p, &b, data, p.msg, e)) { failed = 1; break; }
                 lane = 1;
             } else {
                 http_t h;
-                if (parse_http(p.msg, e, &h)) {
+                if (parse_http(p.msg, e, &h)
+                    && !(h.has_text && has_phrase(&ph, h.text, e))) {
                     if (emit_http(hc, idx, &p, &h, data, p.msg, e)) { failed = 1; break; }
                     lane = 2;
                 }
+            }
+        }
+        else if ((s[0] == 'I' || s[0] == 'W') && is_plain(s, e) && !ends_with_ray_repeat(s, e)) {
+            /* uvicorn's own access lines carry no SGLang prefix (and so no time) */
+            http_t h;
+            memset(&p, 0, sizeof p);
+            p.stamp = NO_STAMP;
+            p.ranks = p.ranks_end = p.msg = s;
+            if (parse_http(s, e, &h) && !(h.has_text && has_phrase(&ph, h.text, e))) {
+                if (emit_http(hc, idx, &p, &h, data, s, e)) { failed = 1; break; }
+                lane = 2;
             }
         }
         if (lane == 0) {

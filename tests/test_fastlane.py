@@ -98,8 +98,9 @@ def _fuzz_log(seed: int, n: int = 2500) -> bytes:
 
     def stamp() -> str:
         if rnd.random() < 0.85:
-            ms = rnd.choice(["", f".{rnd.randint(0, 999):03d}"])
-            return f"[2026-03-01 {rnd.randint(0, 23):02d}:{rnd.randint(0, 59):02d}:" \
+            ms = rnd.choice(["", f".{rnd.randint(0, 999):03d}", ".5", f".{rnd.randint(0, 99)}"])
+            date = rnd.choice(["2026-03-01 ", "2026-03-01 ", ""])  # "": time-only (≤0.3.2)
+            return f"[{date}{rnd.randint(0, 23):02d}:{rnd.randint(0, 59):02d}:" \
                    f"{rnd.randint(0, 59):02d}{ms}{rnd.choice(['', ' TP0', ' DP1 TP1 EP1'])}]"
         date = rnd.choice(["2026-03-01", "2026-02-29", "2024-02-29", "2026-13-01",
                            "2026-04-31"])
@@ -163,8 +164,8 @@ def _fuzz_log(seed: int, n: int = 2500) -> bytes:
         r = rnd.random()
         if r < 0.7:
             line = f"{stamp()} {batch()}"
-        elif r < 0.8:
-            line = f"{stamp()} {http()}"
+        elif r < 0.8:  # with SGLang's prefix, or as uvicorn prints it
+            line = f"{stamp()} {http()}" if rnd.random() < 0.5 else http()
         elif r < 0.82:
             line = rnd.choice(["Traceback (most recent call last):",
                                '  File "x.py", line 1, in <module>', "ValueError: boom",
@@ -204,14 +205,33 @@ def test_generated_logs_parse_the_same(seed: int, monkeypatch: pytest.MonkeyPatc
     b"[2026-03-01 10:00:24 TP0] Decode batch. #running-req: 1, note: hit an exception",
     b"[2026-03-01 10:00:24 TP0] Decode batch. #token: full=12, swa=3",
     b"[2026-03-01 10:00:24 TP0] Decode batch. #running-req: 1.5",
-    b"[10:00:24 TP0] Decode batch. #running-req: 1",
     b"[2026-03-01 10:00:24 TP0] Decode batch. gen throughput (token/s): 5.",
     "[2026-03-01 10:00:24 TP0] Decode batch. note: caf\u00e9".encode(),
 ])
 def test_unusual_lines_are_left_to_the_polars_parser(line: bytes):
-    lanes = fastlane.split_block(line + b"\n" + b"noise\n", 1)
+    lanes = fastlane.split_block(line + b"\n" + b"noise\n", 1, "2026-01-01")
     assert lanes.batches.height == 0
     assert list(lanes.slow_line_nos) == [1, 2]
+
+
+@needs_lane
+def test_time_only_stamps_take_the_date_and_roll_over_with_the_slow_lines(
+        monkeypatch: pytest.MonkeyPatch):
+    data = (b"[23:59:58 TP0] Decode batch. #running-req: 1, #token: 5\n"
+            b"[23:59:59.25 TP0] Decode batch. #running-req: 1, #token: 6\n"
+            b"[00:00:01 TP0] Load weight begin. avail mem=1.00 GB\n"
+            b"[00:00:02 TP0] Decode batch. #running-req: 1, #token: 7\n"
+            b"[00:00:03 TP0] Decode batch. #running-req: 1, #token: 8\n")
+    monkeypatch.setenv("LOGPIPE_FASTLANE", "1")
+    prepared = prepare_block(data, 1, "2026-01-01")
+    assert prepared.fast is not None and prepared.fast.batches.height == 2  # lines 1 and 4
+    chunk = finish_chunk(prepared, LogState())
+    stamps = [(t.isoformat(sep=" "), raw) for t, raw in
+              zip(chunk.batches["ts"], chunk.batches["ts_raw"], strict=True)]
+    assert stamps == [("2026-01-01 23:59:58", "23:59:58"),
+                      ("2026-01-01 23:59:59.250000", "23:59:59.25"),
+                      ("2026-01-02 00:00:02", "00:00:02"), ("2026-01-02 00:00:03", "00:00:03")]
+    _same(data, 1 << 20, monkeypatch)
 
 
 @needs_lane
@@ -219,7 +239,7 @@ def test_fast_rows_are_typed_like_the_table():
     line = (b"[2026-03-01 10:00:24.250 DP1 TP2 EP3] Decode batch [40], #running-req: 7, "
             b"#token: 812, token usage: 0.25%, cuda graph: True, gen throughput (token/s): "
             b"61.25, #queue-req: 0, accept len: 2.50, spec: \"x\", flag: None, \n")
-    lanes = fastlane.split_block(line + line + b"noise\n", 10)  # the second is handed on
+    lanes = fastlane.split_block(line + line + b"noise\n", 10, "2026-01-01")  # the second is handed on
     row = lanes.batches.row(0, named=True)
     assert row["line_no"] == 10 and row["kind"] == "decode" and row["forward_iter"] == 40
     assert (row["dp_rank"], row["tp_rank"], row["pp_rank"], row["ep_rank"]) == (1, 2, None, 3)

@@ -52,6 +52,9 @@ class Lanes:
     """The block (messages of representative lines are read from it)."""
 
 
+NO_STAMP = 16
+"""``stamp`` of an access line printed without SGLang's prefix (uvicorn's own logger)."""
+
 _TYPES = {"i64": pa.int64(), "i32": pa.int32(), "f64": pa.float64(), "u8": pa.uint8()}
 _NUMPY = {"i64": np.int64, "i32": np.int32, "f64": np.float64, "u8": np.uint8}
 
@@ -74,7 +77,7 @@ def _table(cols: dict[str, tuple[bytes, bytes, bytes | None]], kinds: dict[str, 
 
 
 _BATCH_KINDS = {
-    "idx": "i64", "ts": "i64", "ms_present": "u8", "dp_rank": "i32", "tp_rank": "i32",
+    "idx": "i64", "ts": "i64", "stamp": "u8", "dp_rank": "i32", "tp_rank": "i32",
     "pp_rank": "i32", "ep_rank": "i32", "kind": "u8", "forward_iter": "i64",
     "mixed_chunk": "u8", "new_seq": "i64", "new_token": "i64", "cached_token": "i64",
     "running_req": "i64", "queue_req": "i64", "num_token": "i64", "token_usage": "f64",
@@ -82,18 +85,45 @@ _BATCH_KINDS = {
     "accept_len": "f64", "accept_rate": "f64", "shape": "i64", "msg_off": "i64",
     "msg_len": "i64", "keep": "u8",
 }
-_HTTP_KINDS = {"idx": "i64", "ts": "i64", "ms_present": "u8", "status": "i32",
+_HTTP_KINDS = {"idx": "i64", "ts": "i64", "stamp": "u8", "status": "i32",
                "shape": "i64", "msg_off": "i64", "msg_len": "i64", "keep": "u8"}
 
 
-def split_block(data: bytes, first_line_no: int) -> Lanes:
+def _stamp_columns(fallback_date: str) -> list[pl.Expr]:
+    """``ts``, ``ts_raw``, ``tod_s`` and the stamp flags of fast rows.  A time-only stamp
+    takes ``fallback_date`` here; the midnight roll-over is added by the caller."""
+    stamped = pl.col("stamp") != NO_STAMP
+    dated = (pl.col("stamp") % 2) == 1
+    digits = pl.col("stamp") // 2
+    tod = pl.col("ts") % 86_400_000_000
+    base = int(pl.Series([fallback_date]).str.to_datetime("%Y-%m-%d", time_unit="us")
+               .cast(pl.Int64)[0])
+    frac = (tod % 1_000_000 // pl.lit(10).pow(6 - digits.cast(pl.Int64))).cast(pl.String)
+    clock = pl.format("{}:{}:{}",
+                      (tod // 3_600_000_000).cast(pl.String).str.zfill(2),
+                      (tod // 60_000_000 % 60).cast(pl.String).str.zfill(2),
+                      (tod // 1_000_000 % 60).cast(pl.String).str.zfill(2))
+    return [
+        pl.when(dated).then(pl.col("ts")).when(stamped).then(pl.col("ts") + base)
+        .cast(pl.Datetime("us")).alias("ts"),
+        pl.when(dated | ~stamped).then(pl.lit(None, pl.String))
+        .when(digits == 0).then(clock)
+        .otherwise(pl.concat_str([clock, pl.lit("."), frac.str.zfill(digits)]))
+        .alias("ts_raw"),
+        pl.when(~dated & stamped).then((tod // 1_000_000).cast(pl.Float64)).alias("tod_s"),
+        (stamped & (digits > 0)).alias("ms_present"), dated.alias("dated"),
+        stamped.alias("stamped"),
+    ]
+
+
+def split_block(data: bytes, first_line_no: int, fallback_date: str) -> Lanes:
     """Split a block of complete lines (``first_line_no`` is the first line's number)."""
     assert _fastlane is not None
     out: dict[str, Any] = _fastlane.scan(data, _PHRASES)
-    line_no = pl.col("idx") + first_line_no
-    ts = pl.col("ts").cast(pl.Datetime("us"))
+    line_no = (pl.col("idx") + first_line_no).alias("line_no")
+    stamp = _stamp_columns(fallback_date)
     batches = _table(out["batch"], _BATCH_KINDS).filter(pl.col("keep") == 1).select(
-        line_no.alias("line_no"), ts.alias("ts"), pl.lit(None, pl.String).alias("ts_raw"),
+        line_no, *stamp[:2],
         pl.when(pl.col("kind") == 1).then(pl.lit("decode")).otherwise(pl.lit("prefill"))
         .alias("kind"),
         "dp_rank", "tp_rank", "pp_rank", "ep_rank", "rank_tag", "forward_iter",
@@ -101,16 +131,21 @@ def split_block(data: bytes, first_line_no: int) -> Lanes:
         "new_seq", "new_token", "cached_token", "running_req", "queue_req", "num_token",
         "token_usage", (pl.col("cuda_graph") == 1).alias("cuda_graph"), "graph_label",
         "gen_throughput", "input_throughput", "accept_len", "accept_rate", "extra",
-        "shape", "msg_off", "msg_len", (pl.col("ms_present") == 1).alias("ms_present"),
+        "shape", "msg_off", "msg_len", *stamp[2:],
     )
     http = _table(out["http"], _HTTP_KINDS).filter(pl.col("keep") == 1).select(
-        line_no.alias("line_no"), ts.alias("ts"), "client", "method", "path", "protocol",
-        "status", "status_text", "shape", "msg_off", "msg_len", "rank_tag",
-        (pl.col("ms_present") == 1).alias("ms_present"),
+        line_no, *stamp[:2], "client", "method", "path", "protocol",
+        "status", "status_text", "shape", "msg_off", "msg_len", "rank_tag", *stamp[2:],
     )
     slow = out["slow"].decode("utf-8", errors="replace")
     nos = np.frombuffer(out["slow_idx"], dtype=np.int64) + first_line_no
     return Lanes(batches, http, slow, nos, data)
+
+
+def time_only(lanes: Lanes) -> pl.DataFrame:
+    """``line_no`` and seconds of day of the fast rows with a time-only stamp."""
+    return pl.concat([f.filter(~pl.col("dated") & pl.col("stamped")).select("line_no", pl.col("tod_s").alias("s"))
+                      for f in (lanes.batches, lanes.http)]).sort("line_no")
 
 
 def representatives(frame: pl.DataFrame, data: bytes, bkind: bool) -> pl.DataFrame:
@@ -124,7 +159,8 @@ def representatives(frame: pl.DataFrame, data: bytes, bkind: bool) -> pl.DataFra
     return reps.select(
         "run_seq", "ts", "line_no",
         pl.Series("msg", msgs, dtype=pl.String),
-        pl.lit("00:00:00").alias("stime"), pl.lit("2000-01-01").alias("sdate"),
+        pl.when(pl.col("stamped")).then(pl.lit("00:00:00")).alias("stime"),
+        pl.when(pl.col("dated")).then(pl.lit("2000-01-01")).alias("sdate"),
         pl.when(pl.col("ms_present")).then(pl.lit("0")).alias("sms"),
         pl.col("rank_tag").alias("ranks"),
         (pl.col("kind") if bkind else pl.lit(None, pl.String)).alias("bkind"),

@@ -121,34 +121,36 @@ def _attrs_json(kind: str, message: str) -> str:
     return json.dumps(event_attrs(kind, message), default=str)
 
 
-def _roll_days(df: pl.DataFrame, state: LogState) -> pl.DataFrame:
-    """Add a day to time-only stamps each time the clock runs backwards by > 12 h."""
-    if df["ts_raw"].null_count() == len(df):
-        return df
+def _roll_days(df: pl.DataFrame, state: LogState, fast: pl.DataFrame | None = None
+               ) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """Add a day to time-only stamps each time the clock runs backwards by > 12 h.
+
+    ``fast`` (``line_no``, ``s``: seconds of day) are time-only lines the fast lane read;
+    they take part in the sequence, and their days come back as ``(line_no, days)``."""
     secs = (
         pl.col("ts").dt.hour().cast(pl.Int64) * 3600
         + pl.col("ts").dt.minute().cast(pl.Int64) * 60
         + pl.col("ts").dt.second().cast(pl.Int64)
     ).cast(pl.Float64)
     only = df.filter(pl.col("ts_raw").is_not_null() & pl.col("ts").is_not_null()).select(
-        "row", secs.alias("s")
-    )
-    if only.height == 0:  # time-only stamps that are not valid times (e.g. "32:59:10")
-        return df
+        "line_no", secs.alias("s"))
+    if fast is not None and fast.height:
+        only = pl.concat([only, fast.select("line_no", "s")]).sort("line_no")
+    if only.height == 0:  # no time-only stamps (or none that is a valid time)
+        return df, None
     prev = only["s"].shift(1, fill_value=state.prev_time_s if state.prev_time_s is not None
                            else only["s"][0])
     only = only.with_columns(((pl.col("s") < prev - 43200).cast(pl.Int64).cum_sum()
                               + state.day_offset).alias("days"))
-    if len(only):
-        state.prev_time_s = float(only["s"][-1])
-        state.day_offset = int(only["days"][-1])
-    days = only.select("row", "days")
-    return df.join(days, on="row", how="left", maintain_order="left").with_columns(
+    state.prev_time_s = float(only["s"][-1])
+    state.day_offset = int(only["days"][-1])
+    days = only.select("line_no", "days")
+    return df.join(days, on="line_no", how="left", maintain_order="left").with_columns(
         pl.when(pl.col("days").is_not_null())
         .then(pl.col("ts") + pl.duration(days=pl.col("days")))
         .otherwise(pl.col("ts"))
         .alias("ts")
-    ).drop("days")
+    ).drop("days"), days
 
 
 @dataclass
@@ -186,7 +188,7 @@ def prepare_block(data: bytes, first_line_no: int, fallback_date: str) -> Prepar
     if not fastlane.enabled():
         return prepare_chunk(data.decode("utf-8", errors="replace"), first_line_no,
                              fallback_date)
-    lanes = fastlane.split_block(data, first_line_no)
+    lanes = fastlane.split_block(data, first_line_no, fallback_date)
     prepared = prepare_chunk(lanes.slow_text, first_line_no, fallback_date,
                              line_nos=lanes.slow_line_nos)
     prepared.fast = lanes
@@ -207,7 +209,8 @@ def finish_chunk(prepared: PreparedChunk, state: LogState, keep_text: bool = Fal
                  ) -> ParsedChunk:
     """The part of parsing that follows the file: day roll-over of time-only stamps, the
     run each line belongs to, tracebacks continued across blocks.  Updates ``state``."""
-    df = _roll_days(prepared.lines, state)
+    fast_times = fastlane.time_only(prepared.fast) if prepared.fast is not None else None
+    df, days = _roll_days(prepared.lines, state, fast_times)
     batches, rejects, http = prepared.batches, prepared.rejects, prepared.http
     run_before = state.run_seq
 
@@ -321,7 +324,8 @@ def finish_chunk(prepared: PreparedChunk, state: LogState, keep_text: bool = Fal
     )
 
     if prepared.fast is not None:
-        batches, http, runs = _merge_fast(prepared.fast, df, run_before, batches, http, runs)
+        batches, http, runs = _merge_fast(prepared.fast, df, days, run_before, batches, http,
+                                          runs)
 
     # Carry state forward.
     if len(df):
@@ -340,14 +344,20 @@ def finish_chunk(prepared: PreparedChunk, state: LogState, keep_text: bool = Fal
                        requests=requests, phases=phase_rows)
 
 
-def _merge_fast(lanes: fastlane.Lanes, df: pl.DataFrame, run_before: int,
-                batches: pl.DataFrame, http: pl.DataFrame, runs: pl.DataFrame
-                ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+def _merge_fast(lanes: fastlane.Lanes, df: pl.DataFrame, days: pl.DataFrame | None,
+                run_before: int, batches: pl.DataFrame, http: pl.DataFrame,
+                runs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Add the fast lane's rows: each takes the run of the slow line before it (launch
-    lines are always slow), and their era features and time span join the runs."""
+    lines are always slow), time-only stamps their midnight roll-over, and their era
+    features and time span join the runs."""
     anchors = df.select("line_no", "run_seq")
 
     def with_runs(frame: pl.DataFrame) -> pl.DataFrame:
+        if days is not None:
+            frame = frame.join(days, on="line_no", how="left", maintain_order="left")
+            frame = frame.with_columns(
+                (pl.col("ts") + pl.duration(days=pl.col("days").fill_null(0)))
+                .alias("ts")).drop("days")
         return frame.join_asof(anchors, on="line_no", strategy="backward").with_columns(
             pl.col("run_seq").fill_null(run_before))
 
