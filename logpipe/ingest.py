@@ -503,8 +503,10 @@ def attach_env(store: Store, key: str, manifests: list[Path], options: EnvOption
     """
     loaded = [(str(p), load_manifest(p)) for p in manifests]
     tiers = options.tiers or Tiers.load()
-    for run_id, server_args, era_label, old_env in store.all(
-        "SELECT run_id, server_args, format_era, env FROM runs WHERE source_path = ?", [key]
+    for run_id, server_args, era_label, old_env, old_state in store.all(
+        "SELECT run_id, server_args, format_era, env, [env_fingerprint, env_complete::VARCHAR,"
+        " engine_version, tags::VARCHAR, profiled::VARCHAR] FROM runs WHERE source_path = ?",
+        [key]
     ):
         previous = RunEnv.from_json(old_env)
         cli = {k: e.value for k, e in previous.entries.items()
@@ -521,13 +523,18 @@ def attach_env(store: Store, key: str, manifests: list[Path], options: EnvOption
         tagged = env.entries.get("tag.profiled")
         instrumented = (blocking is not None and str(blocking.value).strip() == "1") or (
             tagged is not None and str(tagged.value).lower() in ("1", "true", "yes"))
+        env_json, tags_json = env.to_json(), json.dumps(tags, default=str)
+        if env_json == old_env and old_state == [
+                env.fingerprint(), str(env.complete).lower(),
+                str(version.value) if version else old_state[2], tags_json,
+                str(bool(old_state[4] == "true" or instrumented)).lower()]:
+            continue  # nothing changed (an unchanged file, no new manifest): no rewrite
         store.con.execute(
             "UPDATE runs SET env = ?, env_fingerprint = ?, env_complete = ?, "
             "engine_version = coalesce(?, engine_version), tags = ?, "
             "profiled = profiled OR ? WHERE run_id = ?",
-            [env.to_json(), env.fingerprint(), env.complete,
-             str(version.value) if version else None, json.dumps(tags, default=str),
-             instrumented, run_id],
+            [env_json, env.fingerprint(), env.complete,
+             str(version.value) if version else None, tags_json, instrumented, run_id],
         )
         store.con.execute("DELETE FROM run_env WHERE run_id = ?", [run_id])
         rows = [

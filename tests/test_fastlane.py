@@ -239,7 +239,8 @@ def test_fast_rows_are_typed_like_the_table():
     line = (b"[2026-03-01 10:00:24.250 DP1 TP2 EP3] Decode batch [40], #running-req: 7, "
             b"#token: 812, token usage: 0.25%, cuda graph: True, gen throughput (token/s): "
             b"61.25, #queue-req: 0, accept len: 2.50, spec: \"x\", flag: None, \n")
-    lanes = fastlane.split_block(line + line + b"noise\n", 10, "2026-01-01")  # the second is handed on
+    # the second line is handed on with the noise after it
+    lanes = fastlane.split_block(line + line + b"noise\n", 10, "2026-01-01")
     row = lanes.batches.row(0, named=True)
     assert row["line_no"] == 10 and row["kind"] == "decode" and row["forward_iter"] == 40
     assert (row["dp_rank"], row["tp_rank"], row["pp_rank"], row["ep_rank"]) == (1, 2, None, 3)

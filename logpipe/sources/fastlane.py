@@ -144,7 +144,8 @@ def split_block(data: bytes, first_line_no: int, fallback_date: str) -> Lanes:
 
 def time_only(lanes: Lanes) -> pl.DataFrame:
     """``line_no`` and seconds of day of the fast rows with a time-only stamp."""
-    return pl.concat([f.filter(~pl.col("dated") & pl.col("stamped")).select("line_no", pl.col("tod_s").alias("s"))
+    timed = ~pl.col("dated") & pl.col("stamped")
+    return pl.concat([f.filter(timed).select("line_no", pl.col("tod_s").alias("s"))
                       for f in (lanes.batches, lanes.http)]).sort("line_no")
 
 

@@ -6,6 +6,10 @@ block boundaries (which run a line belongs to, midnight roll-over of time-only s
 traceback that continues an error) lives in :class:`LogState`, which the store keeps per
 file so an appended log resumes exactly where the last ingest stopped.
 
+:func:`prepare_block` first lets the C fast lane (:mod:`logpipe.sources.fastlane`) read the
+plain batch and access lines; this module parses the rest and merges the two (run of each
+fast row, midnight roll-over, era features), with the same rows either way.
+
 Invariants: no Python loop per line except over the (rare) event lines; a line is a batch
 row, an event, an HTTP row, a reject, a continuation of an error, an informational line or
 noise, and exactly one of these; nothing raises on bad input.
