@@ -84,11 +84,10 @@ CREATE OR REPLACE VIEW batch_states AS SELECT * FROM run_batch_states(NULL);
 CREATE OR REPLACE VIEW steady_decode AS
 SELECT * FROM batch_states WHERE kind = 'decode' AND state = 'steady';
 
--- One row per run: what the log says about its steady state.
-CREATE OR REPLACE VIEW run_summary AS
-SELECT r.run_id, r.name, r.model, r.tp_size, r.dp_size, r.ep_size, r.pp_size,
-       r.spec_algorithm, r.role, r.env_fingerprint, r.env_complete, r.profiled,
-       r.format_era, r.started_at,
+-- The steady-state statistics of one run (NULL: of every run), one row per run with
+-- batch lines; run_summary adds the runs without any.
+CREATE OR REPLACE MACRO run_summary_stats(rid) AS TABLE
+SELECT s.run_id,
        count(*) FILTER (WHERE s.kind = 'decode') AS decode_lines,
        count(*) FILTER (WHERE s.kind = 'decode' AND s.state = 'steady') AS steady_decode_lines,
        median(s.gen_throughput) FILTER (WHERE s.kind = 'decode' AND s.state = 'steady')
@@ -101,8 +100,32 @@ SELECT r.run_id, r.name, r.model, r.tp_size, r.dp_size, r.ep_size, r.pp_size,
          AS graph_coverage,
        list_distinct(list(s.running_req) FILTER (WHERE s.kind = 'decode'
                                                  AND s.state = 'steady')) AS strata
-FROM runs r LEFT JOIN batch_states s USING (run_id)
-GROUP BY ALL;
+FROM run_batch_states(rid) s
+GROUP BY s.run_id;
+
+-- What a run's statistics are computed from, as one key per run: its batch lines and the
+-- events that bound its steady state (ready, profiling start/stop).
+CREATE OR REPLACE VIEW run_data_keys AS
+SELECT r.run_id,
+       concat_ws('|', coalesce(b.n, 0), b.h, coalesce(e.n, 0), e.h) AS data_key
+FROM runs r
+LEFT JOIN (SELECT run_id, count(*) AS n,
+                  sum(hash(line_no, ts, kind, rank_tag, running_req, cuda_graph, gen_throughput,
+                           input_throughput, accept_len)) AS h
+           FROM batches GROUP BY run_id) b USING (run_id)
+LEFT JOIN (SELECT run_id, count(*) AS n, sum(hash(line_no, kind)) AS h FROM events
+           WHERE kind IN ('ready', 'profiling_start', 'profiling_stop')
+           GROUP BY run_id) e USING (run_id);
+
+-- One row per run: what the log says about its steady state.
+CREATE OR REPLACE VIEW run_summary AS
+SELECT r.run_id, r.name, r.model, r.tp_size, r.dp_size, r.ep_size, r.pp_size,
+       r.spec_algorithm, r.role, r.env_fingerprint, r.env_complete, r.profiled,
+       r.format_era, r.started_at,
+       coalesce(s.decode_lines, 0) AS decode_lines,
+       coalesce(s.steady_decode_lines, 0) AS steady_decode_lines,
+       s.steady_gen_throughput, s.steady_accept_len, s.graph_coverage, s.strata
+FROM runs r LEFT JOIN run_summary_stats(NULL) s USING (run_id);
 
 -- Every (speculative run, baseline run) of the same model, with what keeps them apart.
 -- differing_keys: identity keys whose values differ (or are set in only one run).

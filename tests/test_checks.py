@@ -242,3 +242,28 @@ def test_user_suite_and_unknown_suite(tmp_path: Path, sample_db: Path) -> None:
                                  "--suite", "broken"])
     assert result.exit_code == 2
     assert "ERROR broken: x" in result.stdout
+
+
+def test_cached_run_summary_is_the_view_row_for_row(tmp_path: Path) -> None:
+    from logpipe import summaries
+    from logpipe.ingest import ingest_paths
+    from logpipe.store import Store
+
+    db = tmp_path / "s.duckdb"
+    ingest_paths([Path(__file__).resolve().parent.parent / "sample_logs"], db)
+    with Store.open(db) as store:
+        assert len(summaries.stale(store)) > 30  # nothing cached yet
+        assert summaries.refresh(store) > 30 and summaries.stale(store) == []
+        view = store.con.sql("SELECT * FROM run_summary ORDER BY run_id").fetchall()
+        cached = store.con.sql(f"{summaries.SUMMARY_SQL} ORDER BY run_id").fetchall()
+        one = [store.con.execute(f"{summaries.ONE_RUN_SQL}", [r[0], r[0]]).fetchone()
+               for r in view]
+        assert len(view) > 30 and view == cached == one
+        # a changed run is found stale and recomputed; a deleted one drops out
+        rid = view[0][0]
+        store.con.execute("DELETE FROM batches WHERE run_id = ? AND line_no = "
+                          "(SELECT max(line_no) FROM batches WHERE run_id = ?)", [rid, rid])
+        assert [r for r, _ in summaries.stale(store)] == [rid]
+        assert summaries.refresh(store) == 1
+        assert store.con.sql(f"{summaries.SUMMARY_SQL} ORDER BY run_id").fetchall() == \
+            store.con.sql("SELECT * FROM run_summary ORDER BY run_id").fetchall()

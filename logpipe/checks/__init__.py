@@ -23,6 +23,7 @@ from typing import Any
 
 import duckdb
 
+from logpipe import summaries
 from logpipe.errors import InputError, LogpipeError
 from logpipe.store import Store, schemas_dir
 
@@ -184,6 +185,7 @@ def run_checks(db: str | Path, suites: list[Suite], options: Any = None) -> Chec
 
     validator = _Validator()
     results: list[CheckResult] = []
+    _refresh_summaries(db)
     with Store.open(db, read_only=True) as store:
         _summarise_once(store)
         for suite in suites:
@@ -214,15 +216,43 @@ def run_checks(db: str | Path, suites: list[Suite], options: Any = None) -> Chec
     return CheckReport(results)
 
 
-def _summarise_once(store: Store) -> None:
-    """Compute ``run_summary`` once for the whole check, as a temporary table of the
-    same name: it shadows the view for every query of this connection (the pairing and
-    regression views read it several times, and each read would classify every batch
-    row again).  Nothing is written to the database."""
+def _refresh_summaries(db: str | Path) -> None:
+    """Bring the per-run statistics up to date when some are missing or stale (a database
+    written before they were kept, or changed by hand).  Skipped when the database cannot
+    be opened for writing (another process holds it): :func:`_summarise_once` then
+    computes the stale runs for this check only."""
     try:
-        store.con.execute("CREATE TEMP TABLE run_summary AS SELECT * FROM main.run_summary")
+        with Store.open(db, read_only=True) as store:
+            if not summaries.stale(store):
+                return
+    except LogpipeError:
+        return  # no database: the check itself says so
     except duckdb.Error:
-        pass  # a database without the view: its checks report the error themselves
+        pass  # written by an older logpipe: opening it for writing migrates it
+    try:
+        with Store.open(db) as store, store.transaction():
+            summaries.refresh(store)
+    except (duckdb.Error, LogpipeError):
+        pass
+
+
+def _summarise_once(store: Store) -> None:
+    """``run_summary`` once for the whole check, as a temporary table of the same name: it
+    shadows the view for every query of this connection (the pairing and regression views
+    read it several times).  Rows come from the per-run cache; runs the cache lacks are
+    classified here, one at a time.  Nothing is written to the database."""
+    try:
+        store.con.execute(f"CREATE TEMP TABLE run_summary AS {summaries.SUMMARY_SQL}")
+        for run_id, _ in summaries.stale(store):
+            store.con.execute("DELETE FROM temp.run_summary WHERE run_id = ?", [run_id])
+            store.con.execute(f"INSERT INTO temp.run_summary {summaries.ONE_RUN_SQL}",
+                              [run_id, run_id])
+    except duckdb.Error:
+        try:  # a database without the cache: the view, once
+            store.con.execute("DROP TABLE IF EXISTS temp.run_summary")
+            store.con.execute("CREATE TEMP TABLE run_summary AS SELECT * FROM main.run_summary")
+        except duckdb.Error:
+            pass  # a database without the view: its checks report the error themselves
 
 
 def _plain(value: Any) -> Any:

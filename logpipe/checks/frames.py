@@ -11,24 +11,44 @@ from typing import Any
 import polars as pl
 
 from logpipe.changepoints import change_points, judge_history
-from logpipe.compare import Options, compare_runs, load_run
+from logpipe.compare import Options, RunSamples, compare_runs, load_run
 from logpipe.store import Store
 
 Frame = Callable[[Store, dict[str, Any]], pl.DataFrame]
 
 
+_NEAREST_BASELINE_SQL = """
+WITH p AS (
+    SELECT sp.name AS spec, r.started_at AS t, unnest(sp.baselines) AS base
+    FROM spec_pairing sp JOIN runs r USING (run_id)
+    WHERE sp.status = 'paired' AND NOT coalesce(r.profiled, false)
+)
+SELECT spec, base FROM (
+    SELECT p.spec, p.base, row_number() OVER (
+        PARTITION BY p.spec
+        ORDER BY abs(epoch(b.started_at) - epoch(p.t)) NULLS LAST, p.base) AS rk
+    FROM p LEFT JOIN runs b ON b.name = p.base)
+WHERE rk = 1
+ORDER BY spec
+"""
+
+
 def speculation_vs_baseline(store: Store, params: dict[str, Any]) -> pl.DataFrame:
-    """Each paired speculative run against each of its same-environment baselines, judged
-    by `compare`'s rule."""
+    """Each paired speculative run against its nearest same-environment baseline in time
+    (of those `spec_pairing` lists), judged by `compare`'s rule.  One pair per speculative
+    run keeps the check linear in the number of runs; drift between baselines is the
+    history checks' business."""
     options = Options(threshold=float(params.get("threshold", 0.03)))
     rows = []
-    pairs = store.all(
-        "SELECT sp.name, unnest(sp.baselines) FROM spec_pairing sp JOIN runs r USING (run_id) "
-        "WHERE sp.status = 'paired' AND NOT coalesce(r.profiled, false)")
-    for spec_name, base_name in pairs:
-        base = load_run(store, base_name)
-        spec = load_run(store, spec_name)
-        c = compare_runs(base, spec, options)
+    loaded: dict[str, RunSamples] = {}
+
+    def run(name: str) -> RunSamples:
+        if name not in loaded:
+            loaded[name] = load_run(store, name)
+        return loaded[name]
+
+    for spec_name, base_name in store.all(_NEAREST_BASELINE_SQL):
+        c = compare_runs(run(base_name), run(spec_name), options)
         decode = [m for m in c.metrics if m.name == "decode throughput"]
         detail = "; ".join(f"@{m.stratum} running: {m.test.detail}" for m in decode)
         speedup = (c.speculation or {}).get("speedup")

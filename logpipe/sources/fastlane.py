@@ -89,12 +89,16 @@ _HTTP_KINDS = {"idx": "i64", "ts": "i64", "stamp": "u8", "status": "i32",
                "shape": "i64", "msg_off": "i64", "msg_len": "i64", "keep": "u8"}
 
 
-def _stamp_columns(fallback_date: str) -> list[pl.Expr]:
+def _stamp_columns(fallback_date: str, all_dated: bool) -> list[pl.Expr]:
     """``ts``, ``ts_raw``, ``tod_s`` and the stamp flags of fast rows.  A time-only stamp
     takes ``fallback_date`` here; the midnight roll-over is added by the caller."""
     stamped = pl.col("stamp") != NO_STAMP
     dated = (pl.col("stamp") % 2) == 1
     digits = pl.col("stamp") // 2
+    if all_dated:  # the usual case: nothing to format
+        return [pl.col("ts").cast(pl.Datetime("us")), pl.lit(None, pl.String).alias("ts_raw"),
+                pl.lit(None, pl.Float64).alias("tod_s"), (digits > 0).alias("ms_present"),
+                pl.lit(True).alias("dated"), pl.lit(True).alias("stamped")]
     tod = pl.col("ts") % 86_400_000_000
     base = int(pl.Series([fallback_date]).str.to_datetime("%Y-%m-%d", time_unit="us")
                .cast(pl.Int64)[0])
@@ -121,8 +125,12 @@ def split_block(data: bytes, first_line_no: int, fallback_date: str) -> Lanes:
     assert _fastlane is not None
     out: dict[str, Any] = _fastlane.scan(data, _PHRASES)
     line_no = (pl.col("idx") + first_line_no).alias("line_no")
-    stamp = _stamp_columns(fallback_date)
-    batches = _table(out["batch"], _BATCH_KINDS).filter(pl.col("keep") == 1).select(
+    fb = _table(out["batch"], _BATCH_KINDS).filter(pl.col("keep") == 1)
+    fh = _table(out["http"], _HTTP_KINDS).filter(pl.col("keep") == 1)
+    all_dated = all(f.select((pl.col("stamp") % 2 == 1).all()).item() is not False
+                    for f in (fb, fh))
+    stamp = _stamp_columns(fallback_date, all_dated)
+    batches = fb.select(
         line_no, *stamp[:2],
         pl.when(pl.col("kind") == 1).then(pl.lit("decode")).otherwise(pl.lit("prefill"))
         .alias("kind"),
@@ -133,7 +141,7 @@ def split_block(data: bytes, first_line_no: int, fallback_date: str) -> Lanes:
         "gen_throughput", "input_throughput", "accept_len", "accept_rate", "extra",
         "shape", "msg_off", "msg_len", *stamp[2:],
     )
-    http = _table(out["http"], _HTTP_KINDS).filter(pl.col("keep") == 1).select(
+    http = fh.select(
         line_no, *stamp[:2], "client", "method", "path", "protocol",
         "status", "status_text", "shape", "msg_off", "msg_len", "rank_tag", *stamp[2:],
     )

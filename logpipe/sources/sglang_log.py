@@ -381,6 +381,12 @@ def _merge_fast(lanes: fastlane.Lanes, df: pl.DataFrame, days: pl.DataFrame | No
             pl.col("first_ts").min(), pl.col("last_ts").max(), pl.col("profiled").any(),
             pl.col("first_line").min(),
         ).select(runs.columns).sort("run_seq")
-    batches = pl.concat([batches, fb.select(batches.columns)]).sort("line_no")
-    http = pl.concat([http, fh.select(http.columns)]).sort("line_no")
-    return batches, http, runs
+    return _merged(batches, fb), _merged(http, fh), runs
+
+
+def _merged(slow: pl.DataFrame, fast: pl.DataFrame) -> pl.DataFrame:
+    """Both lanes' rows of one table in line order (each already is)."""
+    fast = fast.select(slow.columns)
+    if slow.height == 0:
+        return fast
+    return slow.merge_sorted(fast, key="line_no")
