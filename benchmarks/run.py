@@ -1,6 +1,6 @@
 """Ingest speed and memory against peers, measured in one run on the same files.
 
-    python benchmarks/run.py --size 1GB [--repeat 1] [--workdir DIR]
+    python benchmarks/run.py --size 1GB [--repeat 1] [--workdir DIR] [--memory-size 5GB]
 
 Generates a realistic SGLang log: a campaign of long-running servers, one per sample log
 (every era, the mission runs: prefill, decode, HTTP and noise lines, ranks, speculation),
@@ -18,9 +18,10 @@ median of ``--repeat`` runs with peak RSS from ``/usr/bin/time -v``:
 - one polars streaming regex extracting decode lines only;
 - ``LC_ALL=C grep -c batch``, the scan-speed limit.
 
-Then re-ingest of the unchanged file, re-ingest after appending 1 MB, and ``logpipe
---help``.  Prints a table and writes ``benchmarks/RESULTS.md`` (a hand-written
-``## Analysis`` section at its end is kept).
+Then re-ingest of the unchanged file, re-ingest after appending 1 MB, ``logpipe --help``
+and, with ``--memory-size``, one ingest of a steady file that size for peak memory.
+Prints a table and writes ``benchmarks/RESULTS.md`` (a hand-written ``## Analysis``
+section at its end is kept).
 """
 
 from __future__ import annotations
@@ -83,9 +84,13 @@ def _jitter(line: str, rnd: random.Random) -> str:
     """The line with the digits of its message (after SGLang's prefix) redrawn, keeping
     every number's length and form, so no two repetitions are byte-identical."""
     cut = line.find("] ") + 2 if line.startswith("[") else 0
-    msg = _NUMBER.sub(lambda m: "".join(rnd.choice("0123456789") for _ in m.group())
-                      if len(m.group()) > 1 else str(rnd.randint(1, 9)), line[cut:])
-    return line[:cut] + msg
+
+    def redraw(m: re.Match[str]) -> str:
+        digits = m.group()
+        first = "0" if digits[0] == "0" else rnd.choice("123456789")  # no new leading zero
+        return first + "".join(rnd.choice("0123456789") for _ in digits[1:])
+
+    return line[:cut] + _NUMBER.sub(redraw, line[cut:])
 
 
 def generate_steady(path: Path, size: int, seed: int = 7) -> None:
@@ -171,6 +176,8 @@ def main() -> None:
     ap.add_argument("--size", default="200MB")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--workdir", type=Path, default=None)
+    ap.add_argument("--memory-size", default=None,
+                    help="also ingest a steady file of this size once for peak RSS (e.g. 5GB)")
     args = ap.parse_args()
     size = parse_size(args.size)
     work = args.workdir or Path(tempfile.gettempdir()) / "logpipe-bench"
@@ -232,15 +239,36 @@ def main() -> None:
     results["LC_ALL=C grep -c batch"] = measure(["grep", "-c", "batch", str(mixed)],
                                                 args.repeat, env={"LC_ALL": "C"})
     results["logpipe --help"] = measure([*logpipe, "--help"], args.repeat)
+    big = None
+    if args.memory_size:
+        big = work / f"steady-{args.memory_size}.log"
+        if not big.exists() or big.stat().st_size < parse_size(args.memory_size):
+            print(f"generating {big} ...", flush=True)
+            generate_steady(big, parse_size(args.memory_size))
+        print(f"measuring logpipe ingest of {big.name} ...", flush=True)
+        results[f"logpipe ingest, {args.memory_size} steady file"] = measure(
+            [*logpipe, "ingest", str(big), "--db", str(db)], 1, before=rm_db)
 
     base = results["logpipe ingest (all line kinds)"]["seconds"]
+
+    def count_lines(path: Path) -> int:
+        return int(subprocess.run(["wc", "-l", str(path)], capture_output=True, text=True)
+                   .stdout.split()[0])
+
+    stress_lines = count_lines(stress)
+    big_lines = count_lines(big) if big is not None else 0
     rows = []
     for name, r in results.items():
         file_mb = (sgl_fmt.stat().st_size / 2**20 if "sglang" in name
-                   else stress.stat().st_size / 2**20 if "stress" in name else mb)
+                   else stress.stat().st_size / 2**20 if "stress" in name
+                   else big.stat().st_size / 2**20 if big is not None and big.name[7:-4] in name
+                   else mb)
         rate = file_mb / r["seconds"] if "re-ingest" not in name and "help" not in name else None
+        n_lines = (stress_lines if "stress" in name
+                   else big_lines if big is not None and big.name[7:-4] in name else lines)
         rows.append((name, r["seconds"], rate, r["rss_mb"],
-                     (lines / r["seconds"]) if rate else None, r["seconds"] / base))
+                     (n_lines / r["seconds"]) if rate and "sglang" not in name else None,
+                     r["seconds"] / base))
     machine = (f"{platform.machine()}, {os.cpu_count()} cores, Python "
                f"{platform.python_version()}, {platform.platform()}")
     table = ["| measurement | seconds | MB/s | lines/s | peak RSS MB | time vs logpipe ingest |",
@@ -268,6 +296,10 @@ def main() -> None:
         ("logpipe --help < 0.5 s", f"{results['logpipe --help']['seconds']:.2f} s",
          results["logpipe --help"]["seconds"] < 0.5),
     ]
+    if big is not None:
+        peak = results[f"logpipe ingest, {args.memory_size} steady file"]["rss_mb"]
+        targets.append((f"peak RSS ≤ 1.5 GB on the {args.memory_size} log", f"{peak:.0f} MB",
+                        peak <= 1536))
     text = [f"# Ingest benchmark ({args.size}, {datetime.now():%Y-%m-%d})", "",
             f"Machine: {machine}. File: {mb:.0f} MiB, {lines:,} lines (steady servers of "
             f"every era; the stress file repeats whole sample logs, startups included). "

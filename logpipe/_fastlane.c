@@ -182,9 +182,21 @@ static int is_number(const char *s, size_t n) {
 static const double POW10[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
                                1e11, 1e12, 1e13, 1e14, 1e15};
 
+/* What a float column accepts: -?\d+(\.\d+)?([eE][-+]?\d+)? (leading zeros too, as the
+ * polars cast does; extra's JSON numbers use the stricter is_number) */
+static int is_decimal(const char *s, size_t n) {
+    size_t i = 0;
+    if (i < n && s[i] == '-') i++;
+    size_t k = i;
+    while (i < n && is_digit(s[i])) i++;
+    if (i == k) return 0;
+    /* the rest, from the last digit of the integer part, is a plain JSON number */
+    return i == n || is_number(s + i - 1, n - i + 1);
+}
+
 static int parse_float(const char *s, size_t n, double *out) {
     char tmp[64];
-    if (!is_number(s, n) || n >= sizeof tmp) return 0;
+    if (!is_decimal(s, n) || n >= sizeof tmp) return 0;
     /* d+(.d+)? with at most 15 digits: the integer and the power of ten are exact doubles,
      * so one division gives the correctly rounded value, as strtod would */
     size_t i = s[0] == '-', nd = 0, frac = 0;

@@ -385,8 +385,9 @@ def _merge_fast(lanes: fastlane.Lanes, df: pl.DataFrame, days: pl.DataFrame | No
 
 
 def _merged(slow: pl.DataFrame, fast: pl.DataFrame) -> pl.DataFrame:
-    """Both lanes' rows of one table in line order (each already is)."""
+    """Both lanes' rows of one table: the slow lane's, then the fast lane's (rows are
+    stored unordered; every reader orders by ``line_no``)."""
     fast = fast.select(slow.columns)
     if slow.height == 0:
         return fast
-    return slow.merge_sorted(fast, key="line_no")
+    return pl.concat([slow, fast], rechunk=False)
