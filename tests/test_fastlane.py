@@ -117,8 +117,8 @@ def _fuzz_log(seed: int, n: int = 2500) -> bytes:
 
     def value() -> str:
         return rnd.choice([str(rnd.randint(0, 5000)), f"{rnd.random() * 100:.2f}",
-                           f"{rnd.random():.4f}%", "-3", "1e5", "007", "04.06", "-03.5", "0.50", "True",
-                           "False", "None", "abc", "", "1.", "full=12, swa=3",
+                           f"{rnd.random():.4f}%", "-3", "1e5", "007", "04.06", "-03.5",
+                           "0.50", "True", "False", "None", "abc", "", "1.", "full=12, swa=3",
                            "x=1", "inf", '"q"', "a\\b", "[1, 2]", "12.0", "5%"])
 
     keys = ["#new-seq", "#new-token", "#cached-token", "#running-req", "#queue-req",
