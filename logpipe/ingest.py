@@ -304,11 +304,13 @@ def _ingest_log(store: Store, path: Path, key: str, kind: str, head: bytes,
         tail = b""
         if progress and offset:
             progress(min(offset, stat.st_size))
-        with Spool(store) as spool, ThreadPoolExecutor(max_workers=AHEAD) as ahead:
+        with Spool(store) as spool, ThreadPoolExecutor(max_workers=AHEAD) as ahead, \
+                ThreadPoolExecutor(max_workers=1) as hashing:
             for block, prepared in _prepared_blocks(fh, ahead, state.lines + 1,
                                                     fallback_date):
-                hasher.update(block)
-                tail = (tail + block)[-TAIL_HASH_BYTES:]
+                hashing.submit(hasher.update, block)  # in order, off the main thread
+                tail = (block[-TAIL_HASH_BYTES:] if len(block) >= TAIL_HASH_BYTES
+                        else (tail + block)[-TAIL_HASH_BYTES:])
                 offset += len(block)
                 chunk = finish_chunk(prepared.result(), state, keep_text)
                 _write_chunk(store, key, chunk, runs, res, spool)

@@ -21,6 +21,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -237,13 +238,17 @@ class Spool:
     """Rows bound for several tables, held in temporary Parquet files until :meth:`load`.
 
     Use it inside the file's transaction: ``add`` as rows come, ``load`` once at the end
-    (one ``INSERT ... SELECT`` per table), ``close`` always (it removes the files).
+    (one ``INSERT ... SELECT`` per table), ``close`` always (it removes the files).  Files
+    are written on a background thread (polars releases the GIL), so the caller goes on
+    parsing; ``load`` waits for them and re-raises a failed write.
     """
 
     def __init__(self, store: Store) -> None:
         self.store = store
         self.dir = Path(tempfile.mkdtemp(prefix="logpipe-spool-"))
         self.parts: dict[str, list[Path]] = {}
+        self._writer = ThreadPoolExecutor(max_workers=1)
+        self._writes: list[Future[None]] = []
 
     def add(self, table: str, frame: pl.DataFrame, **constants: Any) -> int:
         """Spool ``frame`` (plus constant text columns) for ``table``; returns its rows."""
@@ -252,9 +257,16 @@ class Spool:
         frame = self.store.rows_for(table, frame, constants)
         parts = self.parts.setdefault(table, [])
         path = self.dir / f"{table}-{len(parts):06d}.parquet"
-        frame.write_parquet(path, compression="lz4", statistics=False)
+        self._writes.append(self._writer.submit(
+            frame.write_parquet, path, compression="lz4", statistics=False))
         parts.append(path)
         return frame.height
+
+    def flush(self) -> None:
+        """Wait for every file written so far (re-raising a write's error)."""
+        writes, self._writes = self._writes, []
+        for w in writes:
+            w.result()
 
     def files(self, table: str) -> list[str]:
         """The Parquet files spooled for ``table`` (read them with ``read_parquet``)."""
@@ -271,6 +283,7 @@ class Spool:
 
     def load(self, tables: list[str] | None = None) -> None:
         """Insert what was spooled for ``tables`` (default: all), one statement each."""
+        self.flush()
         for table in tables if tables is not None else list(self.parts):
             parts = self.files(table)
             if not parts:
@@ -283,6 +296,7 @@ class Spool:
                 p.unlink()
 
     def close(self) -> None:
+        self._writer.shutdown(wait=True)
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def __enter__(self) -> Spool:
