@@ -19,6 +19,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -426,8 +427,9 @@ static int parse_batch(const char *msg, const char *e, batch_t *b, const phrases
     else if (e - q >= 12 && memcmp(q, "Decode batch", 12) == 0) { b->kind = 1; q += 12; }
     else return 0;
     b->mixed_ok = b->iter_ok = 0;
-    if (e - q >= 20 && memcmp(q, "(mixed #running-req: ", 20) == 0) {
-        const char *v = q + 20, *t = v;
+    static const char MIXED[] = "(mixed #running-req: ";
+    if (e - q >= (ptrdiff_t)sizeof MIXED - 1 && memcmp(q, MIXED, sizeof MIXED - 1) == 0) {
+        const char *v = q + sizeof MIXED - 1, *t = v;
         while (t < e && is_digit(*t)) t++;
         if (t >= e || *t != ')' || t == v || t - v > 18) return 0;
         b->mixed = digits(v, (int)(t - v));

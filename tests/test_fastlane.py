@@ -237,6 +237,13 @@ def test_time_only_stamps_take_the_date_and_roll_over_with_the_slow_lines(
 
 
 @needs_lane
+def test_mixed_chunk_heads_are_read_by_the_lane():
+    line = b"[2026-03-01 10:00:24 TP0] Prefill batch(mixed #running-req: 3). #new-seq: 1\n"
+    row = fastlane.split_block(line * 2, 1, "2026-01-01").batches.row(0, named=True)
+    assert row["mixed_chunk"] is True and row["running_req"] == 3 and row["new_seq"] == 1
+
+
+@needs_lane
 def test_fast_rows_are_typed_like_the_table():
     line = (b"[2026-03-01 10:00:24.250 DP1 TP2 EP3] Decode batch [40], #running-req: 7, "
             b"#token: 812, token usage: 0.25%, cuda graph: True, gen throughput (token/s): "
