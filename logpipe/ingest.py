@@ -505,10 +505,10 @@ def attach_env(store: Store, key: str, manifests: list[Path], options: EnvOption
     """
     loaded = [(str(p), load_manifest(p)) for p in manifests]
     tiers = options.tiers or Tiers.load()
-    for run_id, server_args, era_label, old_env, old_state in store.all(
-        "SELECT run_id, server_args, format_era, env, [env_fingerprint, env_complete::VARCHAR,"
-        " engine_version, tags::VARCHAR, profiled::VARCHAR] FROM runs WHERE source_path = ?",
-        [key]
+    for (run_id, server_args, era_label, old_env, old_fp, old_complete, old_version, old_tags,
+         old_profiled) in store.all(
+        "SELECT run_id, server_args, format_era, env, env_fingerprint, env_complete, "
+        "engine_version, tags::VARCHAR, profiled FROM runs WHERE source_path = ?", [key]
     ):
         previous = RunEnv.from_json(old_env)
         cli = {k: e.value for k, e in previous.entries.items()
@@ -526,11 +526,12 @@ def attach_env(store: Store, key: str, manifests: list[Path], options: EnvOption
         instrumented = (blocking is not None and str(blocking.value).strip() == "1") or (
             tagged is not None and str(tagged.value).lower() in ("1", "true", "yes"))
         env_json, tags_json = env.to_json(), json.dumps(tags, default=str)
-        if env_json == old_env and old_state == [
-                env.fingerprint(), str(env.complete).lower(),
-                str(version.value) if version else old_state[2], tags_json,
-                str(bool(old_state[4] == "true" or instrumented)).lower()]:
-            continue  # nothing changed (an unchanged file, no new manifest): no rewrite
+        unchanged = (env_json == old_env and env.fingerprint() == old_fp
+                     and env.complete == old_complete and tags_json == old_tags
+                     and (version is None or str(version.value) == old_version)
+                     and (old_profiled or not instrumented))
+        if unchanged:
+            continue  # an unchanged file and no new manifest: nothing to rewrite
         store.con.execute(
             "UPDATE runs SET env = ?, env_fingerprint = ?, env_complete = ?, "
             "engine_version = coalesce(?, engine_version), tags = ?, "

@@ -27,14 +27,12 @@ FROM runs r JOIN run_summary_cache c USING (run_id)
 """
 """``run_summary`` from the cache (complete after :func:`refresh`)."""
 
-_STATS_OF_RUN = f"""
+ONE_RUN_SQL = f"""
 SELECT {_RUN_COLUMNS}, coalesce(s.decode_lines, 0) AS decode_lines,
        coalesce(s.steady_decode_lines, 0) AS steady_decode_lines,
        {", ".join("s." + s for s in STATS[2:])}
 FROM runs r LEFT JOIN run_summary_stats(?) s USING (run_id) WHERE r.run_id = ?
 """
-
-ONE_RUN_SQL = _STATS_OF_RUN
 """``run_summary``'s row of one run, computed now (parameters: the run id, twice)."""
 
 
@@ -58,5 +56,5 @@ def refresh(store: Store) -> int:
         store.con.execute("DELETE FROM run_summary_cache WHERE run_id = ?", [run_id])
         store.con.execute(
             f"INSERT INTO run_summary_cache (run_id, data_key, {cols}) "
-            f"SELECT run_id, ?, {cols} FROM ({_STATS_OF_RUN})", [key, run_id, run_id])
+            f"SELECT run_id, ?, {cols} FROM ({ONE_RUN_SQL})", [key, run_id, run_id])
     return len(todo)

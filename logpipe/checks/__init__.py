@@ -185,9 +185,9 @@ def run_checks(db: str | Path, suites: list[Suite], options: Any = None) -> Chec
 
     validator = _Validator()
     results: list[CheckResult] = []
-    _refresh_summaries(db)
+    stale = _refresh_summaries(db)
     with Store.open(db, read_only=True) as store:
-        _summarise_once(store)
+        _summarise_once(store, stale)
         for suite in suites:
             for check in suite.checks:
                 try:
@@ -216,34 +216,36 @@ def run_checks(db: str | Path, suites: list[Suite], options: Any = None) -> Chec
     return CheckReport(results)
 
 
-def _refresh_summaries(db: str | Path) -> None:
+def _refresh_summaries(db: str | Path) -> list[str]:
     """Bring the per-run statistics up to date when some are missing or stale (a database
-    written before they were kept, or changed by hand).  Skipped when the database cannot
-    be opened for writing (another process holds it): :func:`_summarise_once` then
-    computes the stale runs for this check only."""
+    written before they were kept, or changed by hand); returns the runs still stale.
+    They stay stale when the database cannot be opened for writing (another process holds
+    it): :func:`_summarise_once` then computes them for this check only."""
     try:
         with Store.open(db, read_only=True) as store:
-            if not summaries.stale(store):
-                return
+            stale = [run_id for run_id, _ in summaries.stale(store)]
+        if not stale:
+            return []
     except LogpipeError:
-        return  # no database: the check itself says so
+        return []  # no database: the check itself says so
     except duckdb.Error:
-        pass  # written by an older logpipe: opening it for writing migrates it
+        stale = []  # written by an older logpipe: opening it for writing migrates it
     try:
         with Store.open(db) as store, store.transaction():
             summaries.refresh(store)
+        return []
     except (duckdb.Error, LogpipeError):
-        pass
+        return stale
 
 
-def _summarise_once(store: Store) -> None:
+def _summarise_once(store: Store, stale: list[str]) -> None:
     """``run_summary`` once for the whole check, as a temporary table of the same name: it
     shadows the view for every query of this connection (the pairing and regression views
-    read it several times).  Rows come from the per-run cache; runs the cache lacks are
+    read it several times).  Rows come from the per-run cache; the ``stale`` runs are
     classified here, one at a time.  Nothing is written to the database."""
     try:
         store.con.execute(f"CREATE TEMP TABLE run_summary AS {summaries.SUMMARY_SQL}")
-        for run_id, _ in summaries.stale(store):
+        for run_id in stale:
             store.con.execute("DELETE FROM temp.run_summary WHERE run_id = ?", [run_id])
             store.con.execute(f"INSERT INTO temp.run_summary {summaries.ONE_RUN_SQL}",
                               [run_id, run_id])
