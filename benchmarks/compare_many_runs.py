@@ -3,8 +3,10 @@
 Builds a database from the bundled samples, clones the mission's runs (rows and all)
 until it holds N runs, then replicates every run's batch rows (shifted in time) until the
 database holds about M batch rows, and times `compare` of two runs and `check` (all
-built-in suites, in a fresh process as a user runs it) against it.  Targets: compare
-< 1 s and check < 10 s with 1,000 runs and 50 M batch rows.  Run by hand:
+built-in suites, in a fresh process as a user runs it) against it: once after the
+database was built (it brings the per-run statistics and pair verdicts up to date), then
+again as after an ingest that changed nothing, and after one run changed.  Targets:
+compare < 1 s and check < 10 s with 1,000 runs and 50 M batch rows.  Run by hand:
 
     python benchmarks/compare_many_runs.py [--runs 1000] [--rows 50M]
 """
@@ -93,14 +95,25 @@ def main() -> None:
         if args.no_check:
             return
         checks = []
-        for _ in range(min(args.repeat, 3)):
+        for _ in range(1 + max(1, min(args.repeat, 3))):
             t = time.perf_counter()
             proc = subprocess.run([sys.executable, "-m", "logpipe.cli", "check", "--db",
                                    str(db)], capture_output=True, text=True)
             checks.append(time.perf_counter() - t)
+        print(f"check, first (brings per-run statistics and pair verdicts up to date): "
+              f"{checks[0]:.2f} s")
         print(f"check (all suites, fresh process, exit {proc.returncode}): median "
-              f"{statistics.median(checks):.2f} s over {len(checks)} runs; target < 10 s")
-
+              f"{statistics.median(checks[1:]):.2f} s over {len(checks) - 1} runs after the "
+              f"first; target < 10 s")
+        with Store.open(db) as store:  # as after an ingest that changed one run
+            store.con.execute(
+                "DELETE FROM batches WHERE run_id = (SELECT min(run_id) FROM runs WHERE role "
+                "= 'speculative') AND line_no = (SELECT max(line_no) FROM batches WHERE "
+                "run_id = (SELECT min(run_id) FROM runs WHERE role = 'speculative'))")
+        t = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "logpipe.cli", "check", "--db", str(db)],
+                       capture_output=True, text=True)
+        print(f"check after one speculative run changed: {time.perf_counter() - t:.2f} s")
 
 if __name__ == "__main__":
     main()

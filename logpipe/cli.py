@@ -257,6 +257,9 @@ def check(
     db: DbOption = DEFAULT_DB,
     fmt: Annotated[str, typer.Option("--format", help="text, markdown or json.")] = "text",
     junit: Annotated[Path | None, typer.Option(help="Also write JUnit XML here.")] = None,
+    rescan: Annotated[bool, typer.Option(
+        "--rescan", help="Read every batch line instead of the per-run ranges ingest keeps "
+                         "(after changing values in the tables by hand).")] = False,
 ) -> None:
     """Validate the database with great-expectations suites.
 
@@ -270,7 +273,7 @@ def check(
     if fmt not in ("text", "markdown", "json"):
         _fail(LogpipeError(f"unknown format {fmt!r}", hint="use one of: text, markdown, json"))
     try:
-        report = run_checks(db, load_suites(suite, suite_file))
+        report = run_checks(db, load_suites(suite, suite_file), rescan=rescan)
     except LogpipeError as exc:
         _fail(exc)
     render = {"text": check_text, "markdown": check_markdown, "json": check_json}[fmt]

@@ -30,7 +30,7 @@ from typing import Any, BinaryIO
 
 import polars as pl
 
-from logpipe import __version__, era
+from logpipe import __version__, era, summaries
 from logpipe.env import RunEnv, Tiers, build_env, discover, is_manifest_name, load_manifest
 from logpipe.errors import InputError, LogpipeError
 from logpipe.readers import (
@@ -349,6 +349,7 @@ def _ingest_log(store: Store, path: Path, key: str, kind: str, head: bytes,
         "mtime": datetime.fromtimestamp(stat.st_mtime),
         "state": state.to_json(),
     })
+    summaries.fold_ranges(store, key, lines_before)
     res.runs_created = runs.created
     return res
 

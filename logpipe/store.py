@@ -17,6 +17,7 @@ Invariants:
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
@@ -56,6 +57,10 @@ def migrations() -> list[tuple[int, str, str]]:
         version = int(path.name.split("_", 1)[0])
         out.append((version, path.stem, path.read_text()))
     return out
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _config() -> dict[str, Any]:
@@ -118,8 +123,26 @@ class Store:
             applied.append(version)
         views = schemas_dir() / "views.sql"
         if views.exists():
-            con.execute(views.read_text())
+            text = views.read_text()
+            with self.transaction():
+                con.execute(text)
+                con.execute("DELETE FROM schema_views")
+                con.execute("INSERT INTO schema_views VALUES (?)", [_sha256(text)])
         return applied
+
+    def outdated(self) -> bool:
+        """Whether migrations or views of this logpipe are missing from the database (a
+        read-only open applies neither)."""
+        views = schemas_dir() / "views.sql"
+        try:
+            done = {r[0] for r in self.con.execute(
+                "SELECT version FROM schema_migrations").fetchall()}
+            have = self.con.execute("SELECT max(sha256) FROM schema_views").fetchone()
+        except duckdb.Error:
+            return True
+        want = _sha256(views.read_text()) if views.exists() else None
+        return any(v not in done for v, _, _ in migrations()) or \
+            (have[0] if have else None) != want
 
     @contextmanager
     def transaction(self) -> Iterator[None]:

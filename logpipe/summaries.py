@@ -15,7 +15,7 @@ from __future__ import annotations
 from logpipe.store import Store
 
 STATS = ("decode_lines", "steady_decode_lines", "steady_gen_throughput", "steady_accept_len",
-         "graph_coverage", "strata")
+         "graph_coverage", "strata", "min_ts_step_s")
 
 _RUN_COLUMNS = """r.run_id, r.name, r.model, r.tp_size, r.dp_size, r.ep_size, r.pp_size,
        r.spec_algorithm, r.role, r.env_fingerprint, r.env_complete, r.profiled,
@@ -58,3 +58,66 @@ def refresh(store: Store) -> int:
             f"INSERT INTO run_summary_cache (run_id, data_key, {cols}) "
             f"SELECT run_id, ?, {cols} FROM ({ONE_RUN_SQL})", [key, run_id, run_id])
     return len(todo)
+
+
+# ------------------------------------------------------------------ batch ranges, by ingest
+
+_RANGE_COLUMNS = ("batch_lines", "lines_hash", "min_token_usage", "max_token_usage",
+                  "min_accept_len", "max_accept_len", "min_gen_throughput",
+                  "min_input_throughput")
+_COMBINE = {"batch_lines": "coalesce(k.{c}, 0) + n.{c}", "lines_hash": "coalesce(k.{c}, 0) + n.{c}",
+            "max_token_usage": "greatest(k.{c}, n.{c})", "max_accept_len": "greatest(k.{c}, n.{c})"}
+
+
+def fold_ranges(store: Store, source_path: str, after_line: int) -> None:
+    """Fold the batch lines ingest just wrote (``source_path``'s lines past ``after_line``;
+    0: the whole file, replacing what was kept for its runs) into
+    ``run_batch_ranges_cache``, and drop the rows of runs gone.  Call inside the file's
+    transaction."""
+    con = store.con
+    con.execute("DELETE FROM run_batch_ranges_cache WHERE run_id NOT IN "
+                "(SELECT run_id FROM runs)")
+    if after_line <= 0:
+        con.execute("DELETE FROM run_batch_ranges_cache WHERE run_id IN "
+                    "(SELECT run_id FROM runs WHERE source_path = ?)", [source_path])
+    merged = ", ".join(
+        _COMBINE.get(c, "least(k.{c}, n.{c})").format(c=c) + f" AS {c}" for c in _RANGE_COLUMNS)
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE folded_ranges AS "
+        f"SELECT n.run_id, {merged} FROM run_batch_ranges_of(?, ?) n "
+        "LEFT JOIN run_batch_ranges_cache k USING (run_id)", [source_path, after_line])
+    con.execute("DELETE FROM run_batch_ranges_cache WHERE run_id IN "
+                "(SELECT run_id FROM temp.folded_ranges)")
+    con.execute("INSERT INTO run_batch_ranges_cache SELECT * FROM temp.folded_ranges")
+    con.execute("DROP TABLE temp.folded_ranges")
+
+
+_RANGES_DRIFT_SQL = """
+SELECT c.run_id FROM (SELECT run_id, count(*) AS batch_lines FROM batches GROUP BY run_id) c
+LEFT JOIN run_batch_ranges_cache k USING (run_id)
+WHERE k.batch_lines IS DISTINCT FROM c.batch_lines
+"""
+
+
+def ranges_drifted(store: Store, live: str | None = None) -> list[str]:
+    """Runs whose kept ranges are not those of the lines the batches table holds: by
+    line count alone (cheap: catches lines added or deleted by hand, or by an older
+    logpipe), or column by column against ``live`` (a table or view of
+    ``run_batch_ranges``, read from every line)."""
+    if live is None:
+        return [str(r) for (r,) in store.all(_RANGES_DRIFT_SQL)]
+    differs = " OR ".join(f"v.{c} IS DISTINCT FROM k.{c}" for c in _RANGE_COLUMNS)
+    return [str(r) for (r,) in store.all(
+        f"SELECT v.run_id FROM {live} v LEFT JOIN run_batch_ranges_cache k USING (run_id) "
+        f"WHERE {differs}")]
+
+
+def repair_ranges(store: Store, every_column: bool = False) -> int:
+    """Recompute the kept ranges of the runs that drifted (``every_column``: compared
+    column by column, reading every line); returns how many."""
+    drifted = ranges_drifted(store, "main.run_batch_ranges" if every_column else None)
+    for run_id in drifted:
+        store.con.execute("DELETE FROM run_batch_ranges_cache WHERE run_id = ?", [run_id])
+        store.con.execute("INSERT INTO run_batch_ranges_cache SELECT * FROM "
+                          "main.run_batch_ranges WHERE run_id = ?", [run_id])
+    return len(drifted)

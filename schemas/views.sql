@@ -29,7 +29,8 @@ b AS (
            last_value(CASE WHEN b.kind = 'decode' THEN b.ts END IGNORE NULLS) OVER before
              AS prev_decode_ts,
            last_value(CASE WHEN b.kind = 'decode' THEN b.line_no END IGNORE NULLS) OVER before
-             AS prev_decode_line
+             AS prev_decode_line,
+           last_value(b.ts IGNORE NULLS) OVER before AS prev_ts
     FROM batches b
     WHERE rid IS NULL OR b.run_id = rid
     WINDOW w AS (PARTITION BY b.run_id, coalesce(b.rank_tag, '') ORDER BY b.line_no),
@@ -73,7 +74,8 @@ SELECT b.run_id, b.source_path, b.line_no, b.ts, b.kind, b.rank_tag, b.running_r
               AND epoch(b.ts) - epoch(b.prev_decode_ts) > 3 * g.median_gap_s
            THEN 'first decode after a gap (window includes the idle time)'
          ELSE NULL
-       END AS reason
+       END AS reason,
+       epoch(b.ts) - epoch(b.prev_ts) AS ts_step_s
 FROM b
 LEFT JOIN ready r ON r.run_id = b.run_id
 LEFT JOIN gaps g ON g.run_id = b.run_id AND g.rank_key = coalesce(b.rank_tag, '');
@@ -99,20 +101,38 @@ SELECT s.run_id,
                  AND s.reason IS DISTINCT FROM 'before the server was ready')
          AS graph_coverage,
        list_distinct(list(s.running_req) FILTER (WHERE s.kind = 'decode'
-                                                 AND s.state = 'steady')) AS strata
+                                                 AND s.state = 'steady')) AS strata,
+       min(s.ts_step_s) AS min_ts_step_s
 FROM run_batch_states(rid) s
 GROUP BY s.run_id;
+
+-- Per run, in one pass over its batch lines: how many, a hash over them (what the per-run
+-- caches are keyed by) and the range of each value (what the data-quality checks test).
+-- run_batch_ranges_of(path, after) is the same over the lines of one source file (NULL:
+-- every file) past line `after`: ingest folds each file's new lines into
+-- run_batch_ranges_cache with it (counts and hash sums add up, minima and maxima combine).
+CREATE OR REPLACE MACRO run_batch_ranges_of(path, after) AS TABLE
+SELECT run_id, count(*) AS batch_lines,
+       sum(hash(line_no, ts, kind, rank_tag, running_req, cuda_graph, gen_throughput,
+                input_throughput, accept_len, accept_rate, token_usage)) AS lines_hash,
+       min(token_usage) AS min_token_usage, max(token_usage) AS max_token_usage,
+       min(accept_len) AS min_accept_len, max(accept_len) AS max_accept_len,
+       min(gen_throughput) AS min_gen_throughput,
+       min(input_throughput) AS min_input_throughput
+FROM batches
+WHERE (path IS NULL OR source_path = path) AND line_no > after
+GROUP BY run_id;
+
+CREATE OR REPLACE VIEW run_batch_ranges AS SELECT * FROM run_batch_ranges_of(NULL, -1);
 
 -- What a run's statistics are computed from, as one key per run: its batch lines and the
 -- events that bound its steady state (ready, profiling start/stop).
 CREATE OR REPLACE VIEW run_data_keys AS
 SELECT r.run_id,
-       concat_ws('|', coalesce(b.n, 0), b.h, coalesce(e.n, 0), e.h) AS data_key
+       concat_ws('|', coalesce(b.batch_lines, 0), b.lines_hash, coalesce(e.n, 0), e.h)
+         AS data_key
 FROM runs r
-LEFT JOIN (SELECT run_id, count(*) AS n,
-                  sum(hash(line_no, ts, kind, rank_tag, running_req, cuda_graph, gen_throughput,
-                           input_throughput, accept_len)) AS h
-           FROM batches GROUP BY run_id) b USING (run_id)
+LEFT JOIN run_batch_ranges b USING (run_id)
 LEFT JOIN (SELECT run_id, count(*) AS n, sum(hash(line_no, kind)) AS h FROM events
            WHERE kind IN ('ready', 'profiling_start', 'profiling_stop')
            GROUP BY run_id) e USING (run_id);
@@ -124,7 +144,8 @@ SELECT r.run_id, r.name, r.model, r.tp_size, r.dp_size, r.ep_size, r.pp_size,
        r.format_era, r.started_at,
        coalesce(s.decode_lines, 0) AS decode_lines,
        coalesce(s.steady_decode_lines, 0) AS steady_decode_lines,
-       s.steady_gen_throughput, s.steady_accept_len, s.graph_coverage, s.strata
+       s.steady_gen_throughput, s.steady_accept_len, s.graph_coverage, s.strata,
+       s.min_ts_step_s
 FROM runs r LEFT JOIN run_summary_stats(NULL) s USING (run_id);
 
 -- Every (speculative run, baseline run) of the same model, with what keeps them apart.
@@ -138,22 +159,34 @@ base AS (
     SELECT r.*, s.strata FROM runs r JOIN run_summary s USING (run_id)
     WHERE r.role = 'baseline'
 ),
-cand AS (
-    SELECT s.run_id AS spec_run_id, b.run_id AS baseline_run_id
-    FROM spec s JOIN base b ON s.model IS NOT DISTINCT FROM b.model
-),
 ident AS (SELECT run_id, key, value FROM run_env WHERE tier = 'identity'),
+-- Runs with the same identity keys and values share a representative: keys are diffed
+-- once per pair of identities, not once per pair of runs.
+same_identity AS (
+    SELECT run_id, min(run_id) OVER (PARTITION BY identity) AS rep
+    FROM (SELECT run_id, list((key, value) ORDER BY key, value) AS identity
+          FROM ident GROUP BY run_id)
+),
+cand AS (
+    SELECT s.run_id AS spec_run_id, b.run_id AS baseline_run_id,
+           coalesce(si.rep, '') AS spec_rep, coalesce(bi.rep, '') AS base_rep
+    FROM spec s JOIN base b ON s.model IS NOT DISTINCT FROM b.model
+    LEFT JOIN same_identity si ON si.run_id = s.run_id
+    LEFT JOIN same_identity bi ON bi.run_id = b.run_id
+),
+rep_pairs AS (SELECT DISTINCT spec_rep, base_rep FROM cand),
 keys AS (
-    SELECT DISTINCT c.spec_run_id, c.baseline_run_id, i.key
-    FROM cand c JOIN ident i ON i.run_id = c.spec_run_id OR i.run_id = c.baseline_run_id
+    SELECT p.spec_rep, p.base_rep, i.key FROM rep_pairs p JOIN ident i ON i.run_id = p.spec_rep
+    UNION
+    SELECT p.spec_rep, p.base_rep, i.key FROM rep_pairs p JOIN ident i ON i.run_id = p.base_rep
 ),
 diffs AS (
-    SELECT k.spec_run_id, k.baseline_run_id,
+    SELECT k.spec_rep, k.base_rep,
            list(k.key ORDER BY k.key) FILTER (WHERE si.value IS DISTINCT FROM bi.value)
              AS differing_keys
     FROM keys k
-    LEFT JOIN ident si ON si.run_id = k.spec_run_id AND si.key = k.key
-    LEFT JOIN ident bi ON bi.run_id = k.baseline_run_id AND bi.key = k.key
+    LEFT JOIN ident si ON si.run_id = k.spec_rep AND si.key = k.key
+    LEFT JOIN ident bi ON bi.run_id = k.base_rep AND bi.key = k.key
     GROUP BY ALL
 )
 SELECT s.run_id AS spec_run_id, s.name AS spec_name, b.run_id AS baseline_run_id,
@@ -167,7 +200,7 @@ SELECT s.run_id AS spec_run_id, s.name AS spec_name, b.run_id AS baseline_run_id
 FROM cand c
 JOIN spec s ON s.run_id = c.spec_run_id
 JOIN base b ON b.run_id = c.baseline_run_id
-LEFT JOIN diffs d ON d.spec_run_id = c.spec_run_id AND d.baseline_run_id = c.baseline_run_id;
+LEFT JOIN diffs d ON d.spec_rep = c.spec_rep AND d.base_rep = c.base_rep;
 
 -- One row per speculative run: is it paired with a same-environment baseline?
 --   status: paired | unpaired | unknown environment
@@ -175,38 +208,36 @@ LEFT JOIN diffs d ON d.spec_run_id = c.spec_run_id AND d.baseline_run_id = c.bas
 --   nearest_differences: e.g. "baseline-tuned differs only in NCCL_ALGO, NCCL_PROTO"
 CREATE OR REPLACE VIEW spec_pairing AS
 WITH ok AS (
-    SELECT * FROM run_pairs
+    SELECT spec_run_id, list(baseline_name ORDER BY baseline_name) AS baselines
+    FROM run_pairs
     WHERE spec_env_complete AND baseline_env_complete AND same_fingerprint
       AND workload_overlap AND NOT coalesce(baseline_profiled, false)
+    GROUP BY spec_run_id
 ),
 near AS (
-    SELECT spec_run_id, baseline_name, n_differing, differing_keys,
-           rank() OVER (PARTITION BY spec_run_id ORDER BY n_differing) AS rk
-    FROM run_pairs
-    WHERE baseline_env_complete AND NOT coalesce(baseline_profiled, false)
+    SELECT spec_run_id, list(baseline_name ORDER BY baseline_name) AS baselines,
+           string_agg('baseline ' || baseline_name || CASE WHEN n_differing = 0
+                THEN ' matches the environment but not the workload (concurrency strata)'
+                ELSE ' differs only in ' || array_to_string(differing_keys, ', ') END, '; '
+                ORDER BY baseline_name) AS differences
+    FROM (SELECT * FROM run_pairs
+          WHERE baseline_env_complete AND NOT coalesce(baseline_profiled, false)
+          QUALIFY rank() OVER (PARTITION BY spec_run_id ORDER BY n_differing) = 1)
+    GROUP BY spec_run_id
 )
 SELECT r.run_id, r.name, r.spec_algorithm, r.env_complete,
        CASE
          WHEN NOT r.env_complete THEN 'unknown environment'
-         WHEN EXISTS (SELECT 1 FROM ok WHERE ok.spec_run_id = r.run_id) THEN 'paired'
+         WHEN ok.spec_run_id IS NOT NULL THEN 'paired'
          ELSE 'unpaired'
        END AS status,
-       CASE
-         WHEN EXISTS (SELECT 1 FROM ok WHERE ok.spec_run_id = r.run_id)
-           THEN (SELECT list(baseline_name ORDER BY baseline_name) FROM ok
-                 WHERE ok.spec_run_id = r.run_id)
-         ELSE (SELECT list(baseline_name ORDER BY baseline_name) FROM near
-               WHERE near.spec_run_id = r.run_id AND rk = 1)
-       END AS baselines,
-       CASE WHEN r.env_complete
-                 AND NOT EXISTS (SELECT 1 FROM ok WHERE ok.spec_run_id = r.run_id) THEN
-       (SELECT string_agg('baseline ' || baseline_name || CASE WHEN n_differing = 0
-                THEN ' matches the environment but not the workload (concurrency strata)'
-                ELSE ' differs only in ' || array_to_string(differing_keys, ', ') END, '; '
-                ORDER BY baseline_name)
-        FROM near WHERE near.spec_run_id = r.run_id AND rk = 1)
-       END AS nearest_differences
+       CASE WHEN ok.spec_run_id IS NOT NULL THEN ok.baselines ELSE near.baselines END
+         AS baselines,
+       CASE WHEN r.env_complete AND ok.spec_run_id IS NULL THEN near.differences END
+         AS nearest_differences
 FROM runs r
+LEFT JOIN ok ON ok.spec_run_id = r.run_id
+LEFT JOIN near ON near.spec_run_id = r.run_id
 WHERE r.role = 'speculative';
 
 -- A linked benchmark next to the server log of the run it measured: the log's steady

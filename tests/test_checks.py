@@ -267,3 +267,168 @@ def test_cached_run_summary_is_the_view_row_for_row(tmp_path: Path) -> None:
         assert summaries.refresh(store) == 1
         assert store.con.sql(f"{summaries.SUMMARY_SQL} ORDER BY run_id").fetchall() == \
             store.con.sql("SELECT * FROM run_summary ORDER BY run_id").fetchall()
+
+
+def test_timestamp_steps_are_per_rank_and_skip_lines_without_a_time(tmp_path: Path) -> None:
+    """ts_step_s compares each timestamped batch line with the previous timestamped line of
+    the same rank: interleaved ranks with skewed clocks and an untimed line in between are
+    not steps back; a rank whose clock goes back is, by exactly the amount."""
+    line = ("{stamp}Decode batch. #running-req: 1, #token: 9, token usage: 0.10, "
+            "cuda graph: True, gen throughput (token/s): 5.00, #queue-req: 0\n")
+    log = tmp_path / "ranks.log"
+    log.write_text(
+        "[2026-01-01 00:00:00] server_args=ServerArgs(model_path='m', tp_size=2)\n"
+        + line.format(stamp="[2026-01-01 00:00:10 TP0] ")
+        + line.format(stamp="[2026-01-01 00:00:05 TP1] ")
+        + line.format(stamp="")
+        + line.format(stamp="[2026-01-01 00:00:11 TP0] ")
+        + line.format(stamp="[2026-01-01 00:00:06 TP1] "))
+    db = tmp_path / "r.duckdb"
+    ingest_paths([log], db)
+    assert query(db, "SELECT min_ts_step_s FROM run_summary") == [(1.0,)]
+    code, out = check(db, "--suite", "data_quality")
+    assert "timestamps non-decreasing per rank" not in [
+        r["check"] for r in out["results"] if r["status"] == "FAIL"]
+    log.write_text(log.read_text() + line.format(stamp="[2026-01-01 00:00:03 TP1] "))
+    ingest_paths([log], db)
+    assert query(db, "SELECT min_ts_step_s FROM run_summary") == [(-3.0,)]
+    code, out = check(db, "--suite", "data_quality")
+    (row,) = failing(out, "timestamps non-decreasing per rank")
+    assert row["largest_step_back_s"] == -3.0
+
+
+def test_run_pairs_differing_keys_are_the_identity_differences(sample_db: Path) -> None:
+    """run_pairs diffs keys once per pair of distinct identities; every pair must still get
+    exactly the keys whose values differ between its two runs (absent = NULL)."""
+    pairs = query(sample_db, "SELECT spec_run_id, baseline_run_id, differing_keys "
+                             "FROM run_pairs")
+    identity: dict[str, dict[str, object]] = {}
+    for run_id, key, value in query(sample_db, "SELECT run_id, key, value FROM run_env "
+                                               "WHERE tier = 'identity'"):
+        identity.setdefault(run_id, {})[key] = value
+    for spec, base, differing in pairs:
+        s, b = identity.get(spec, {}), identity.get(base, {})
+        assert differing == sorted(k for k in {*s, *b} if s.get(k) != b.get(k)), (spec, base)
+    assert len(pairs) > 3 and any(d for *_, d in pairs) and any(not d for *_, d in pairs)
+
+
+def test_pair_verdicts_are_kept_and_judged_again_when_an_input_changes(
+        sample_db: Path, tmp_path: Path) -> None:
+    import duckdb
+
+    from logpipe.checks.frames import speculation_vs_baseline
+    from logpipe.store import Store
+    from logpipe.verdicts import VerdictCache
+
+    db = tmp_path / "v.duckdb"
+    shutil.copy(sample_db, db)
+    check(db, "--suite", "regressions")  # judges every pair and keeps the verdicts
+    kept = query(db, "SELECT spec_run_id, baseline_run_id, pair_key, detail "
+                     "FROM pair_verdict_cache ORDER BY ALL")
+    assert len(kept) >= 2
+    with Store.open(db, read_only=True) as store:
+        fresh = speculation_vs_baseline(store, {})  # judged now, no cache
+        cache = VerdictCache(store)
+        assert speculation_vs_baseline(store, {}, cache).equals(fresh)
+        assert cache.new == []  # every verdict came from the cache
+        cache = VerdictCache(store)
+        speculation_vs_baseline(store, {"threshold": 0.5}, cache)
+        assert len(cache.new) == len(kept)  # other options: judged again
+    spec = kept[0][0]
+    con = duckdb.connect(str(db))
+    con.execute("UPDATE pair_verdict_cache SET detail = 'kept' WHERE spec_run_id = ?", [spec])
+    con.close()
+    with Store.open(db, read_only=True) as store:  # the check reports the kept verdict...
+        assert "kept" in speculation_vs_baseline(store, {}, VerdictCache(store))["detail"]
+    con = duckdb.connect(str(db))  # ...until an input of the pair changes (here by hand)
+    con.execute("UPDATE batches SET gen_throughput = gen_throughput * 1.5 WHERE run_id = ? "
+                "AND line_no = (SELECT max(line_no) FROM batches WHERE run_id = ? "
+                "AND kind = 'decode')", [spec, spec])
+    con.close()
+    check(db, "--suite", "regressions")  # a value changed in place is not seen...
+    assert "kept" in [r[0] for r in query(db, "SELECT detail FROM pair_verdict_cache")]
+    check(db, "--suite", "regressions", "--rescan")  # ...until every line is read
+    after = query(db, "SELECT spec_run_id, baseline_run_id, pair_key, detail "
+                      "FROM pair_verdict_cache ORDER BY ALL")
+    assert [r[:2] for r in after] == [r[:2] for r in kept]  # replaced, not added
+    assert [r[2] != k[2] for r, k in zip(after, kept, strict=True)] == [
+        r[0] == spec for r in kept]
+    assert "kept" not in [r[3] for r in after]
+
+
+def test_check_brings_a_database_of_an_older_logpipe_up_to_date(sample_db: Path,
+                                                                 tmp_path: Path) -> None:
+    import duckdb
+
+    from logpipe.store import Store
+
+    db = tmp_path / "old.duckdb"
+    shutil.copy(sample_db, db)
+    con = duckdb.connect(str(db))  # views of another release
+    con.execute("DROP VIEW run_batch_ranges")
+    con.execute("UPDATE schema_views SET sha256 = 'older'")
+    con.close()
+    with Store.open(db, read_only=True) as store:
+        assert store.outdated()
+    code, out = check(db, "--suite", "data_quality")
+    assert [r["status"] for r in out["results"] if r["status"] == "ERROR"] == []
+    with Store.open(db, read_only=True) as store:
+        assert not store.outdated() and store.columns("run_batch_ranges")
+
+
+def test_ingest_keeps_batch_ranges_equal_to_the_view(tmp_path: Path) -> None:
+    """Ingest folds each file's new lines into run_batch_ranges_cache: after a new, an
+    appended, a moved and a rewritten file it equals the view computed from every line."""
+    lines = (SAMPLES / "mission" / "baseline-untuned" / "server.log").read_text() \
+        .splitlines(keepends=True)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    log = logs / "server.log"
+    db = tmp_path / "k.duckdb"
+
+    def ingest(text: str) -> str:
+        log.write_text(text)
+        (res,) = ingest_paths([logs], db).files
+        kept = query(db, "SELECT * FROM run_batch_ranges_cache ORDER BY run_id")
+        assert kept == query(db, "SELECT * FROM run_batch_ranges ORDER BY run_id")
+        assert kept and kept[0][1] == query(db, "SELECT count(*) FROM batches")[0][0]
+        return res.status
+
+    assert ingest("".join(lines[:70])) == "new"
+    assert ingest("".join(lines)) == "appended"
+    moved = logs / "renamed.log"
+    log.rename(moved)
+    log = moved
+    assert ingest("".join(lines) + lines[-3]) == "moved"
+    assert ingest("".join(lines[:40]).replace("gen throughput (token/s): ",
+                                              "gen throughput (token/s): 1")) == "rewritten"
+
+
+def test_check_reads_every_line_when_the_kept_ranges_drifted(sample_db: Path,
+                                                           tmp_path: Path) -> None:
+    import duckdb
+
+    from logpipe import summaries
+    from logpipe.store import Store
+
+    db = tmp_path / "d.duckdb"
+    shutil.copy(sample_db, db)
+    check(db, "--suite", "data_quality")
+    con = duckdb.connect(str(db))  # by hand: a run's usage out of range, one line fewer
+    (run_id, line_no), = con.execute(
+        "SELECT run_id, max(line_no) FROM batches WHERE token_usage IS NOT NULL "
+        "GROUP BY run_id ORDER BY run_id LIMIT 1").fetchall()
+    con.execute("UPDATE batches SET token_usage = 1.5 WHERE run_id = ? AND line_no = "
+                "(SELECT min(line_no) FROM batches WHERE run_id = ? AND token_usage IS NOT "
+                "NULL)", [run_id, run_id])
+    con.execute("DELETE FROM batches WHERE run_id = ? AND line_no = ?", [run_id, line_no])
+    con.close()
+    with Store.open(db, read_only=True) as store:
+        assert summaries.ranges_drifted(store) == [run_id]
+    code, out = check(db, "--suite", "data_quality")
+    (row,) = failing(out, "token usage within [0, 1]")
+    assert row["max_token_usage"] == 1.5
+    with Store.open(db, read_only=True) as store:  # repaired by the check
+        assert summaries.ranges_drifted(store) == []
+        assert store.all("SELECT * FROM run_batch_ranges_cache ORDER BY run_id") == \
+            store.all("SELECT * FROM run_batch_ranges ORDER BY run_id")

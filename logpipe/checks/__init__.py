@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ import duckdb
 from logpipe import summaries
 from logpipe.errors import InputError, LogpipeError
 from logpipe.store import Store, schemas_dir
+from logpipe.verdicts import VerdictCache
 
 SEVERITIES = ("error", "warning")
 
@@ -179,63 +181,118 @@ class _Validator:
         return bool(result.success), [i for i in index if isinstance(i, int)]
 
 
-def run_checks(db: str | Path, suites: list[Suite], options: Any = None) -> CheckReport:
-    """Evaluate every check of ``suites`` against the database ``db``."""
+def run_checks(db: str | Path, suites: list[Suite], options: Any = None, *,
+               rescan: bool = False) -> CheckReport:
+    """Evaluate every check of ``suites`` against the database ``db``; ``rescan`` reads
+    every batch line instead of the per-run ranges ingest keeps (after editing the
+    tables by hand).
+
+    The frames are computed first, while great-expectations (seconds to import) loads on
+    another thread; then each frame is validated."""
+    with ThreadPoolExecutor(1) as pool:
+        loading = pool.submit(_Validator)
+        frames = _frames(db, suites, rescan)
+        validator = loading.result()
+    results: list[CheckResult] = []
+    for check, frame, error in frames:
+        if frame is None:
+            results.append(CheckResult(check, False, [], 0, error=error))
+            continue
+        try:
+            success, index = validator.validate(frame, check)
+        except LogpipeError as exc:
+            results.append(CheckResult(check, False, [], 0, error=str(exc)))
+            continue
+        except Exception as exc:  # noqa: BLE001 - a broken user check is reported
+            results.append(CheckResult(check, False, [], 0,
+                                       error=f"{type(exc).__name__}: {exc}"))
+            continue
+        cols = [c for c in [*check.rows, *check.show] if c in frame.columns]
+        failing = [
+            {c: _plain(frame.iloc[i][c]) for c in cols}
+            for i in index if 0 <= i < len(frame)
+        ]
+        results.append(CheckResult(check, success, failing, len(frame)))
+    return CheckReport(results)
+
+
+def _frames(db: str | Path, suites: list[Suite],
+            rescan: bool = False) -> list[tuple[Check, Any, str | None]]:
+    """(check, pandas frame or None, error) for every check, in order."""
     from logpipe.checks.frames import FRAMES
 
-    validator = _Validator()
-    results: list[CheckResult] = []
-    stale = _refresh_summaries(db)
-    with Store.open(db, read_only=True) as store:
+    out: list[tuple[Check, Any, str | None]] = []
+    store, stale = _open_current(db, rescan)
+    with store:
         _summarise_once(store, stale)
+        verdicts = VerdictCache(store, unkeyed=stale)
         for suite in suites:
             for check in suite.checks:
                 try:
                     if check.query is not None:
-                        frame = store.con.sql(check.query).df()
-                    else:
-                        make = FRAMES.get(str(check.frame))
-                        if make is None:
-                            raise LogpipeError(f"unknown frame {check.frame!r}",
-                                               hint="frames: " + ", ".join(sorted(FRAMES)))
-                        frame = make(store, suite.params).to_pandas()
-                    success, index = validator.validate(frame, check)
+                        out.append((check, store.con.sql(check.query).df(), None))
+                        continue
+                    make = FRAMES.get(str(check.frame))
+                    if make is None:
+                        raise LogpipeError(f"unknown frame {check.frame!r}",
+                                           hint="frames: " + ", ".join(sorted(FRAMES)))
+                    out.append((check, make(store, suite.params, verdicts).to_pandas(), None))
                 except LogpipeError as exc:
-                    results.append(CheckResult(check, False, [], 0, error=str(exc)))
-                    continue
+                    out.append((check, None, str(exc)))
                 except Exception as exc:  # noqa: BLE001 - a broken user check is reported
-                    results.append(CheckResult(check, False, [], 0,
-                                               error=f"{type(exc).__name__}: {exc}"))
-                    continue
-                cols = [c for c in [*check.rows, *check.show] if c in frame.columns]
-                failing = [
-                    {c: _plain(frame.iloc[i][c]) for c in cols}
-                    for i in index if 0 <= i < len(frame)
-                ]
-                results.append(CheckResult(check, success, failing, len(frame)))
-    return CheckReport(results)
+                    out.append((check, None, f"{type(exc).__name__}: {exc}"))
+    verdicts.save(db)
+    return out
 
 
-def _refresh_summaries(db: str | Path) -> list[str]:
-    """Bring the per-run statistics up to date when some are missing or stale (a database
-    written before they were kept, or changed by hand); returns the runs still stale.
-    They stay stale when the database cannot be opened for writing (another process holds
-    it): :func:`_summarise_once` then computes them for this check only."""
+def _open_current(db: str | Path, rescan: bool = False) -> tuple[Store, list[str]]:
+    """``db`` open read-only for the checks, brought up to date first when it needs it
+    (migrations and views of an older logpipe; per-run statistics missing or stale: a
+    database written before they were kept, or changed by hand).  Returns the store and
+    the runs still stale: the database could not be opened for writing (another process
+    holds it), so :func:`_summarise_once` computes them for this check only.
+
+    ``run_batch_ranges`` (the keys that find stale statistics and the ranges the
+    data-quality checks test) is read once, as a temporary table that shadows the view:
+    from the copy ingest keeps, unless its line counts disagree with the batches table
+    (lines added or deleted by hand) or ``rescan`` asks for every line to be read."""
+    store = Store.open(db, read_only=True)
+    stale: list[str] = []
     try:
-        with Store.open(db, read_only=True) as store:
+        if not store.outdated():
+            kept = _scan_once(store, rescan)
             stale = [run_id for run_id, _ in summaries.stale(store)]
-        if not stale:
-            return []
-    except LogpipeError:
-        return []  # no database: the check itself says so
+            if not stale and kept:
+                return store, []
     except duckdb.Error:
-        stale = []  # written by an older logpipe: opening it for writing migrates it
+        pass  # written by an older logpipe: opening it for writing migrates it
+    store.close()
     try:
-        with Store.open(db) as store, store.transaction():
-            summaries.refresh(store)
-        return []
+        with Store.open(db) as writer, writer.transaction():
+            summaries.repair_ranges(writer, every_column=rescan)
+            summaries.refresh(writer)
+        stale = []
     except (duckdb.Error, LogpipeError):
-        return stale
+        pass
+    store = Store.open(db, read_only=True)
+    try:
+        _scan_once(store)
+    except duckdb.Error:
+        pass  # a database without the view: its checks report the error themselves
+    return store, stale
+
+
+def _scan_once(store: Store, rescan: bool = False) -> bool:
+    """``run_batch_ranges`` as a temporary table; returns whether ingest's copy was right
+    (False: some runs drifted, and every line was read)."""
+    if rescan:
+        store.con.execute("CREATE OR REPLACE TEMP TABLE run_batch_ranges AS "
+                          "SELECT * FROM main.run_batch_ranges")
+        return not summaries.ranges_drifted(store, "temp.run_batch_ranges")
+    kept = not summaries.ranges_drifted(store)
+    source = "main.run_batch_ranges_cache" if kept else "main.run_batch_ranges"
+    store.con.execute(f"CREATE OR REPLACE TEMP TABLE run_batch_ranges AS SELECT * FROM {source}")
+    return kept
 
 
 def _summarise_once(store: Store, stale: list[str]) -> None:

@@ -1,6 +1,7 @@
 """Frames computed by the library for checks that SQL alone cannot express.
 
-Each takes the open store and the suite's params and returns a small polars frame.
+Each takes the open store, the suite's params and the check's verdict cache (used by
+the frames that judge pairs) and returns a small polars frame.
 """
 
 from __future__ import annotations
@@ -13,18 +14,20 @@ import polars as pl
 from logpipe.changepoints import change_points, judge_history
 from logpipe.compare import Options, RunSamples, compare_runs, load_run
 from logpipe.store import Store
+from logpipe.verdicts import Verdict, VerdictCache
 
-Frame = Callable[[Store, dict[str, Any]], pl.DataFrame]
+Frame = Callable[[Store, dict[str, Any], VerdictCache | None], pl.DataFrame]
 
 
 _NEAREST_BASELINE_SQL = """
 WITH p AS (
-    SELECT sp.name AS spec, r.started_at AS t, unnest(sp.baselines) AS base
+    SELECT sp.name AS spec, sp.run_id AS spec_id, r.started_at AS t,
+           unnest(sp.baselines) AS base
     FROM spec_pairing sp JOIN runs r USING (run_id)
     WHERE sp.status = 'paired' AND NOT coalesce(r.profiled, false)
 )
-SELECT spec, base FROM (
-    SELECT p.spec, p.base, row_number() OVER (
+SELECT spec, base, spec_id, base_id FROM (
+    SELECT p.spec, p.base, p.spec_id, b.run_id AS base_id, row_number() OVER (
         PARTITION BY p.spec
         ORDER BY abs(epoch(b.started_at) - epoch(p.t)) NULLS LAST, p.base) AS rk
     FROM p LEFT JOIN runs b ON b.name = p.base)
@@ -33,12 +36,14 @@ ORDER BY spec
 """
 
 
-def speculation_vs_baseline(store: Store, params: dict[str, Any]) -> pl.DataFrame:
+def speculation_vs_baseline(store: Store, params: dict[str, Any],
+                            cache: VerdictCache | None = None) -> pl.DataFrame:
     """Each paired speculative run against its nearest same-environment baseline in time
     (of those `spec_pairing` lists), judged by `compare`'s rule.  One pair per speculative
     run keeps the check linear in the number of runs; drift between baselines is the
-    history checks' business."""
+    history checks' business.  Verdicts whose inputs are unchanged come from ``cache``."""
     options = Options(threshold=float(params.get("threshold", 0.03)))
+    cache = cache or VerdictCache()
     rows = []
     loaded: dict[str, RunSamples] = {}
 
@@ -47,17 +52,26 @@ def speculation_vs_baseline(store: Store, params: dict[str, Any]) -> pl.DataFram
             loaded[name] = load_run(store, name)
         return loaded[name]
 
-    for spec_name, base_name in store.all(_NEAREST_BASELINE_SQL):
-        c = compare_runs(run(base_name), run(spec_name), options)
-        decode = [m for m in c.metrics if m.name == "decode throughput"]
-        detail = "; ".join(f"@{m.stratum} running: {m.test.detail}" for m in decode)
-        speedup = (c.speculation or {}).get("speedup")
-        rows.append({"spec_run": spec_name, "baseline_run": base_name, "verdict": c.verdict,
-                     "speedup": round(speedup, 4) if speedup is not None else None,
-                     "detail": detail or "; ".join(c.notes)})
+    for spec_name, base_name, spec_id, base_id in store.all(_NEAREST_BASELINE_SQL):
+        key = cache.key(spec_id, base_id, options)
+        verdict = cache.get(key)
+        if verdict is None:
+            verdict = _judge(run(base_name), run(spec_name), options)
+            cache.put(key, spec_id, base_id, verdict)
+        rows.append({"spec_run": spec_name, "baseline_run": base_name, "verdict": verdict[0],
+                     "speedup": verdict[1], "detail": verdict[2]})
     return pl.DataFrame(rows, schema={"spec_run": pl.String, "baseline_run": pl.String,
                                       "verdict": pl.String, "speedup": pl.Float64,
                                       "detail": pl.String})
+
+
+def _judge(base: RunSamples, spec: RunSamples, options: Options) -> Verdict:
+    c = compare_runs(base, spec, options)
+    decode = [m for m in c.metrics if m.name == "decode throughput"]
+    detail = "; ".join(f"@{m.stratum} running: {m.test.detail}" for m in decode)
+    speedup = (c.speculation or {}).get("speedup")
+    return (c.verdict, round(speedup, 4) if speedup is not None else None,
+            detail or "; ".join(c.notes))
 
 
 _SERIES_SQL = """
@@ -96,7 +110,8 @@ SERIES_KEYS = ["model", "tp_size", "dp_size", "ep_size", "pp_size", "spec", "spe
                "spec_eagle_topk", "spec_num_draft_tokens", "stratum"]
 
 
-def history(store: Store, params: dict[str, Any]) -> pl.DataFrame:
+def history(store: Store, params: dict[str, Any],
+            cache: VerdictCache | None = None) -> pl.DataFrame:
     """Per fingerprint and workload: change points in per-run steady decode throughput."""
     threshold = float(params.get("threshold", 0.03))
     rows = []
@@ -108,7 +123,8 @@ def history(store: Store, params: dict[str, Any]) -> pl.DataFrame:
                                       "status": pl.String, "detail": pl.String})
 
 
-def history_across_environments(store: Store, params: dict[str, Any]) -> pl.DataFrame:
+def history_across_environments(store: Store, params: dict[str, Any],
+                                cache: VerdictCache | None = None) -> pl.DataFrame:
     """Per model, layout and workload across fingerprints: each change point labelled as an
     environment shift when the fingerprint changes there, else a change within one
     environment (a drop at the end of the series is reported as a regression)."""

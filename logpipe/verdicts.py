@@ -1,0 +1,114 @@
+"""Verdicts of speculative runs against their baselines, kept between checks.
+
+Judging a pair loads both runs' steady lines and runs ``compare``'s statistics: about
+0.2 s a pair, minutes for the hundreds of pairs of a database of 1,000 runs, and ``check``
+runs after every ingest.  A verdict changes only when what it was computed from does, so
+it is stored in ``pair_verdict_cache`` under a key over all of it:
+
+- each run's ``data_key`` (its batch lines and the events that bound its steady state,
+  from ``run_summary_cache``, which ``check`` refreshes first) and its record (name, role,
+  environment, era: what :func:`logpipe.compare.load_run` reads);
+- the options of the comparison;
+- the rules: the sources of the modules that load and judge runs, and ``views.sql``.
+
+A change in any of them gives a new key, so a stale verdict is never read; it is
+replaced when its pair is judged again.  ``check`` reads the database read-only: the
+verdicts it computes are written afterwards, when the database can be opened for
+writing (otherwise they are computed again next time).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from logpipe.store import Store, schemas_dir
+
+Verdict = tuple[str, float | None, str]
+"""(verdict, speedup, detail) of one pair."""
+
+_RUN_KEYS_SQL = """
+SELECT r.run_id,
+       c.data_key || '|' || sha256(CAST(row(r.name, r.role, r.spec_algorithm, r.profiled,
+           r.env, r.env_complete, r.format_era, r.era_mask, r.engine_version) AS VARCHAR))
+FROM runs r JOIN run_summary_cache c USING (run_id)
+"""
+
+
+def rules_key() -> str:
+    """One hash over the code and views that decide a verdict."""
+    from logpipe import __version__, compare, env, era, query, stats, steady
+    from logpipe.checks import frames
+
+    h = hashlib.sha256(__version__.encode())
+    for module in (compare, env, era, query, stats, steady, frames):
+        h.update(Path(str(module.__file__)).read_bytes())
+    views = schemas_dir() / "views.sql"
+    if views.exists():
+        h.update(views.read_bytes())
+    return h.hexdigest()
+
+
+class VerdictCache:
+    """The cached verdicts of one database, read once; new ones are held until
+    :meth:`save`.  ``unkeyed`` runs (statistics not refreshed) are never cached."""
+
+    def __init__(self, store: Store | None = None, unkeyed: Iterable[str] = ()) -> None:
+        self.run_keys: dict[str, str] = {}
+        self.known: dict[str, Verdict] = {}
+        self.new: list[tuple[str, str, str, str, float | None, str]] = []
+        self._rules = ""
+        if store is None:
+            return
+        try:
+            skip = set(unkeyed)
+            self.run_keys = {str(r): str(k) for r, k in store.all(_RUN_KEYS_SQL)
+                             if r not in skip and k is not None}
+            self.known = {str(k): (str(v), s, str(d)) for k, v, s, d in store.all(
+                "SELECT pair_key, verdict, speedup, detail FROM pair_verdict_cache")}
+        except duckdb.Error:  # a database without the caches: nothing is kept
+            self.run_keys, self.known = {}, {}
+            return
+        self._rules = rules_key()
+
+    def key(self, spec_run_id: str, baseline_run_id: str, options: Any) -> str | None:
+        """The key of a pair judged with ``options``; None when it cannot be cached."""
+        spec, base = self.run_keys.get(spec_run_id), self.run_keys.get(baseline_run_id)
+        if spec is None or base is None:
+            return None
+        text = "\n".join([self._rules, repr(options), spec, base])
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def get(self, key: str | None) -> Verdict | None:
+        return self.known.get(key) if key is not None else None
+
+    def put(self, key: str | None, spec_run_id: str, baseline_run_id: str,
+            verdict: Verdict) -> None:
+        if key is not None:
+            self.known[key] = verdict
+            self.new.append((key, spec_run_id, baseline_run_id, *verdict))
+
+    def save(self, db: str | Path) -> int:
+        """Write the new verdicts, replacing the pairs' old ones and dropping those of
+        runs gone; returns the number written (0 when the database is busy)."""
+        if not self.new:
+            return 0
+        try:
+            with Store.open(db) as store, store.transaction():
+                store.con.executemany(
+                    "DELETE FROM pair_verdict_cache WHERE spec_run_id = ? "
+                    "AND baseline_run_id = ?", [[s, b] for _, s, b, *_ in self.new])
+                store.con.executemany(
+                    "INSERT INTO pair_verdict_cache VALUES (?, ?, ?, ?, ?, ?)",
+                    [list(row) for row in self.new])
+                store.con.execute(
+                    "DELETE FROM pair_verdict_cache WHERE spec_run_id NOT IN "
+                    "(SELECT run_id FROM runs) OR baseline_run_id NOT IN "
+                    "(SELECT run_id FROM runs)")
+        except (duckdb.Error, OSError):
+            return 0
+        return len(self.new)
