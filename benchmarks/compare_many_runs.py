@@ -21,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from logpipe import summaries
 from logpipe.compare import compare
 from logpipe.ingest import ingest_paths
 from logpipe.store import Store
@@ -105,11 +106,12 @@ def main() -> None:
         print(f"check (all suites, fresh process, exit {proc.returncode}): median "
               f"{statistics.median(checks[1:]):.2f} s over {len(checks) - 1} runs after the "
               f"first; target < 10 s")
-        with Store.open(db) as store:  # as after an ingest that changed one run
+        with Store.open(db) as store:  # one run changed, as ingest leaves it
             store.con.execute(
                 "DELETE FROM batches WHERE run_id = (SELECT min(run_id) FROM runs WHERE role "
                 "= 'speculative') AND line_no = (SELECT max(line_no) FROM batches WHERE "
                 "run_id = (SELECT min(run_id) FROM runs WHERE role = 'speculative'))")
+            summaries.repair_ranges(store)  # what ingest's fold_ranges does for it
         t = time.perf_counter()
         subprocess.run([sys.executable, "-m", "logpipe.cli", "check", "--db", str(db)],
                        capture_output=True, text=True)

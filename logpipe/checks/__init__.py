@@ -270,6 +270,7 @@ def _open_current(db: str | Path, rescan: bool = False) -> tuple[Store, list[str
     try:
         with Store.open(db) as writer, writer.transaction():
             summaries.repair_ranges(writer, every_column=rescan)
+            _scan_once(writer)  # repaired: the kept ranges give the keys
             summaries.refresh(writer)
         stale = []
     except (duckdb.Error, LogpipeError):
