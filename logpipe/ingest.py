@@ -506,6 +506,8 @@ def attach_env(store: Store, key: str, manifests: list[Path], options: EnvOption
     """
     loaded = [(str(p), load_manifest(p)) for p in manifests]
     tiers = options.tiers or Tiers.load()
+    rewritten: list[str] = []
+    rows: list[tuple[Any, ...]] = []
     for (run_id, server_args, era_label, old_env, old_fp, old_complete, old_version, old_tags,
          old_profiled) in store.all(
         "SELECT run_id, server_args, format_era, env, env_fingerprint, env_complete, "
@@ -540,14 +542,18 @@ def attach_env(store: Store, key: str, manifests: list[Path], options: EnvOption
             [env_json, env.fingerprint(), env.complete,
              str(version.value) if version else None, tags_json, instrumented, run_id],
         )
-        store.con.execute("DELETE FROM run_env WHERE run_id = ?", [run_id])
-        rows = [
+        rewritten.append(run_id)
+        rows += [
             (run_id, k, e.value if isinstance(e.value, str) else json.dumps(e.value, default=str),
              e.tier, e.source, e.conflict)
             for k, e in sorted(env.entries.items())
         ]
-        if rows:
-            store.con.executemany("INSERT INTO run_env VALUES (?, ?, ?, ?, ?, ?)", rows)
+    if rewritten:  # one statement each, not one per key: DuckDB's inserts are per call
+        store.con.execute("DELETE FROM run_env WHERE run_id IN (SELECT unnest(?))", [rewritten])
+    if rows:
+        store.insert("run_env", pl.DataFrame(
+            rows, schema=["run_id", "key", "value", "tier", "source", "conflict"],
+            orient="row"))
 
 
 def _ingest_records(store: Store, path: Path, key: str, kind: str,
