@@ -105,7 +105,8 @@ class Store:
         self.close()
 
     def migrate(self) -> list[int]:
-        """Apply pending migrations and recreate views; returns the versions applied."""
+        """Apply pending migrations and recreate the views when ``views.sql`` (or the
+        schema) changed since they were created; returns the versions applied."""
         con = self.con
         con.execute(
             "CREATE TABLE IF NOT EXISTS schema_migrations "
@@ -124,6 +125,9 @@ class Store:
         views = schemas_dir() / "views.sql"
         if views.exists():
             text = views.read_text()
+            have = con.execute("SELECT max(sha256) FROM schema_views").fetchone()
+            if not applied and have is not None and have[0] == _sha256(text):
+                return applied  # the views are those of this views.sql already
             with self.transaction():
                 con.execute(text)
                 con.execute("DELETE FROM schema_views")

@@ -19,7 +19,9 @@ writing (otherwise they are computed again next time).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -53,6 +55,16 @@ def rules_key() -> str:
     return h.hexdigest()
 
 
+def _canonical(options: Any) -> str:
+    """The options as text that is the same in every process (sets sorted)."""
+    def plain(value: Any) -> Any:
+        return sorted(map(str, value)) if isinstance(value, set | frozenset) else str(value)
+
+    data = (dataclasses.asdict(options) if dataclasses.is_dataclass(options)
+            and not isinstance(options, type) else options)
+    return json.dumps(data, sort_keys=True, default=plain)
+
+
 class VerdictCache:
     """The cached verdicts of one database, read once; new ones are held until
     :meth:`save`.  ``unkeyed`` runs (statistics not refreshed) are never cached."""
@@ -80,7 +92,7 @@ class VerdictCache:
         spec, base = self.run_keys.get(spec_run_id), self.run_keys.get(baseline_run_id)
         if spec is None or base is None:
             return None
-        text = "\n".join([self._rules, repr(options), spec, base])
+        text = "\n".join([self._rules, _canonical(options), spec, base])
         return hashlib.sha256(text.encode()).hexdigest()
 
     def get(self, key: str | None) -> Verdict | None:

@@ -189,6 +189,7 @@ def run_checks(db: str | Path, suites: list[Suite], options: Any = None, *,
 
     The frames are computed first, while great-expectations (seconds to import) loads on
     another thread; then each frame is validated."""
+    Store.open(db, read_only=True).close()  # a missing database fails before the wait
     with ThreadPoolExecutor(1) as pool:
         loading = pool.submit(_Validator)
         frames = _frames(db, suites, rescan)
