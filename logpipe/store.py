@@ -309,18 +309,29 @@ class Spool:
         return [c for c, _ in self.store.columns(table) if c in names]
 
     def load(self, tables: list[str] | None = None) -> None:
-        """Insert what was spooled for ``tables`` (default: all), one statement each."""
+        """Insert what was spooled for ``tables`` (default: all), one statement each.
+
+        Rows are inserted in no particular order (every reader orders by line number):
+        keeping the order of a hundred small files costs DuckDB half as much again
+        (5.3 M batch rows: 7.5 s ordered, 5.2 s not)."""
         self.flush()
-        for table in tables if tables is not None else list(self.parts):
-            parts = self.files(table)
-            if not parts:
-                continue
-            cols = ", ".join(self.columns(table))
-            self.store.con.execute(
-                f"INSERT INTO {table} ({cols}) SELECT {cols} FROM "
-                "read_parquet(?, union_by_name = true)", [parts])
-            for p in self.parts.pop(table):
-                p.unlink()
+        con = self.store.con
+        (ordered,) = con.execute(
+            "SELECT current_setting('preserve_insertion_order')").fetchone() or (True,)
+        con.execute("SET preserve_insertion_order = false")
+        try:
+            for table in tables if tables is not None else list(self.parts):
+                parts = self.files(table)
+                if not parts:
+                    continue
+                cols = ", ".join(self.columns(table))
+                con.execute(
+                    f"INSERT INTO {table} ({cols}) SELECT {cols} FROM "
+                    "read_parquet(?, union_by_name = true)", [parts])
+                for p in self.parts.pop(table):
+                    p.unlink()
+        finally:
+            con.execute(f"SET preserve_insertion_order = {'true' if ordered else 'false'}")
 
     def close(self) -> None:
         self._writer.shutdown(wait=True)
