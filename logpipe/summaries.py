@@ -116,8 +116,10 @@ def repair_ranges(store: Store, every_column: bool = False) -> int:
     """Recompute the kept ranges of the runs that drifted (``every_column``: compared
     column by column, reading every line); returns how many."""
     drifted = ranges_drifted(store, "main.run_batch_ranges" if every_column else None)
-    for run_id in drifted:
-        store.con.execute("DELETE FROM run_batch_ranges_cache WHERE run_id = ?", [run_id])
+    if drifted:  # one pass over the lines for all of them
+        store.con.execute("DELETE FROM run_batch_ranges_cache WHERE run_id IN "
+                          "(SELECT unnest(?))", [drifted])
         store.con.execute("INSERT INTO run_batch_ranges_cache SELECT * FROM "
-                          "main.run_batch_ranges WHERE run_id = ?", [run_id])
+                          "main.run_batch_ranges WHERE run_id IN (SELECT unnest(?))",
+                          [drifted])
     return len(drifted)
