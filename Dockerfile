@@ -11,12 +11,10 @@ FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
-    PIP_NO_CACHE_DIR=1 \
-    LOGPIPE_SCHEMAS=/opt/logpipe/schemas
+    PIP_NO_CACHE_DIR=1
 
 WORKDIR /opt/logpipe
 COPY --from=build /wheels /wheels
-COPY schemas ./schemas
 RUN pip install --no-cache-dir /wheels/*.whl \
     && rm -rf /wheels \
     && useradd --create-home --uid 10001 logpipe

@@ -44,16 +44,27 @@ def _fail(exc: LogpipeError) -> None:
     raise typer.Exit(exc.exit_code)
 
 
+def _print_version(value: bool) -> None:
+    if not value:
+        return
+    from logpipe.sources import fastlane
+
+    parser = ("C fast lane + polars" if fastlane.enabled() else
+              "polars only (C fast lane not built)" if not fastlane.AVAILABLE else
+              "polars only (LOGPIPE_FASTLANE=0)")
+    typer.echo(f"logpipe {__version__} (parser: {parser})")
+    raise typer.Exit(0)
+
+
 @app.callback()
 def _main(
     debug: Annotated[bool, typer.Option("--debug", help="Re-raise errors with a traceback.")]
     = False,
-    version: Annotated[bool, typer.Option("--version", help="Print the version.")] = False,
+    version: Annotated[bool, typer.Option(
+        "--version", help="Print the version and the active parser.", is_eager=True,
+        callback=_print_version)] = False,
 ) -> None:
     _state["debug"] = debug
-    if version:
-        typer.echo(f"logpipe {__version__}")
-        raise typer.Exit(0)
 
 
 def _pairs(values: list[str] | None, option: str) -> dict[str, str]:
@@ -83,10 +94,15 @@ def ingest(
         "--keep-request-text",
         help="Also store prompt and output text of request records (off: never stored).")]
     = False,
+    replace: Annotated[bool, typer.Option(
+        "--replace", help="Replace the rows of files edited in place (otherwise kept).")]
+    = False,
 ) -> None:
     """Detect and parse every file under PATHS into the database, idempotently.
 
-    Unchanged files are skipped, appended lines are added, rewritten files are replaced.
+    Unchanged files are skipped and appended lines are added.  A truncated file
+    (copytruncate, `> server.log`) keeps its rows and is read on from its new content; a
+    rotated file's rows follow it.  Rows are deleted only with --replace.
     Environment manifests (<log>.env.json, env.json in the folder or a parent) are
     attached to their runs.  Exit 0 when every file was ingested or skipped, 2 when any
     failed.
@@ -110,7 +126,7 @@ def ingest(
     try:
         result = ingest_paths(paths, db, env=env_pairs, tags=tag_pairs, tiers_file=tiers,
                               bench_run=run, keep_request_text=keep_request_text,
-                              on_total=on_total,
+                              replace=replace, on_total=on_total,
                               progress=lambda n: progress.advance(task, n))
     except LogpipeError as exc:
         _fail(exc)

@@ -1,16 +1,25 @@
 """walk → detect → parse → store, one transaction per file.
 
 :func:`ingest_paths` is the whole job behind ``logpipe ingest``.  For each file it decides
-what is new by comparing the file with its ``sources`` row:
+what is new by comparing the file with its ``sources`` row, as logrotate-aware tailers do
+(a file is its (device, inode) plus the hash of what was read from it):
 
 - unknown path, unknown content → parse everything (``new``);
 - same path, the bytes ingested last time are unchanged → parse only what was appended
   (``appended``; ``unchanged`` when nothing was);
-- same path, those bytes changed → the file was rewritten: its rows are replaced
-  (``rewritten``);
+- same file, now shorter than what was ingested → it was truncated (``copytruncate``,
+  ``> server.log``): the rows already ingested are kept and reading restarts at the new
+  content, line numbers and the open launch continuing (``truncated``);
+- same path, another file (a new inode: rotation by rename, then a new file created) →
+  the old rows are set aside under the old file's identity, so that the rotated copy takes
+  them when it is found, and the new file is read (``new``);
+- same file, same size or longer, but the bytes ingested changed → edited in place:
+  nothing is deleted unless ``replace`` (``--replace``) says so (``changed``; with
+  ``replace``: ``rewritten``);
 - unknown path whose content starts with the bytes of a file that is gone or now holds
   something else → the file was moved or rotated: its rows follow it (``moved``);
-- unknown path whose content duplicates a file still present → ``duplicate``, skipped.
+- unknown path whose content duplicates a file still present, or an earlier generation of
+  a truncated file → ``duplicate``, skipped.
 
 A line still being written (no final newline) is left for the next ingest.
 """
@@ -19,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -71,7 +81,9 @@ Progress = Callable[[int], None]
 @dataclass
 class FileResult:
     path: str
-    status: str  # new | appended | unchanged | rewritten | moved | duplicate | skipped | failed
+    status: str
+    """new | appended | unchanged | truncated | rewritten | changed | moved | duplicate |
+    skipped | failed"""
     kind: str | None = None
     lines: int = 0
     rows: dict[str, int] = field(default_factory=dict)
@@ -157,6 +169,8 @@ class EnvOptions:
     """Run that benchmark files of this ingest measured (``--run``)."""
     keep_request_text: bool = False
     """Store prompt and output text of request records (``--keep-request-text``)."""
+    replace: bool = False
+    """Replace the rows of files whose ingested bytes changed in place (``--replace``)."""
 
 
 def ingest_paths(
@@ -168,18 +182,20 @@ def ingest_paths(
     tiers_file: Path | None = None,
     bench_run: str | None = None,
     keep_request_text: bool = False,
+    replace: bool = False,
     progress: Progress | None = None,
     on_total: Callable[[int], None] | None = None,
 ) -> IngestResult:
     """Ingest every recognised file under ``paths`` into the database ``db``.
 
     ``env`` and ``tags`` (``--env``/``--tag``) are attached to every run ingested now and
-    win over manifests; ``tiers_file`` overrides the default tiers.
+    win over manifests; ``tiers_file`` overrides the default tiers; ``replace`` lets a file
+    edited in place replace its rows (otherwise they are kept and the file is reported).
     """
     started = time.perf_counter()
     db_path = Path(db)
     options = EnvOptions(dict(env or {}), dict(tags or {}), Tiers.load(tiers_file), bench_run,
-                         keep_request_text)
+                         keep_request_text, replace)
     files = walk([Path(p) for p in paths], exclude=[db_path])
     if on_total is not None:
         on_total(sum(f.stat().st_size for f, _ in files))
@@ -210,8 +226,8 @@ def _ingest_file(store: Store, path: Path, root: Path, options: EnvOptions,
         with store.transaction():
             if source.name == SGLANG:
                 res = _ingest_log(store, path, key, source.name, head, progress,
-                                  options.keep_request_text)
-                if res.status != "duplicate":
+                                  options.keep_request_text, options.replace)
+                if res.status not in ("duplicate", "changed"):
                     attach_env(store, key, discover(path, root), options)
             elif source.name == torch_trace.SOURCE.name:
                 res = _ingest_trace(store, path, key, options)
@@ -254,47 +270,88 @@ def _same_prefix(path: Path, row: dict[str, Any]) -> bool:
         row["tail_sha256"]
 
 
-def _ingest_log(store: Store, path: Path, key: str, kind: str, head: bytes,
-                progress: Progress | None, keep_text: bool = False) -> FileResult:
-    stat = path.stat()
-    head_sha = hashlib.sha256(head[:HEAD_HASH_BYTES]).hexdigest()
+def _retire(store: Store, key: str, existing: dict[str, Any]) -> None:
+    """Set the rows of a file that no longer lives at ``key`` aside under a path of their
+    own (``key`` plus the old file's identity), so that its rotated copy takes them."""
+    aside = f"{key} (replaced file {existing.get('device')}:{existing.get('inode')})"
+    store.move_source(key, aside)
+
+
+def _decide(store: Store, path: Path, key: str, stat: os.stat_result, head_sha: str,
+            replace: bool) -> tuple[str, dict[str, Any] | None, str | None]:
+    """``(status, existing source row to continue from, detail)`` for a log file; the
+    status is one of the module docstring's.  Moves and set-asides happen here."""
     existing = store.source(key)
-    status = "new"
-    if (existing is not None and existing["size_bytes"] == stat.st_size
-            and existing["mtime"] == datetime.fromtimestamp(stat.st_mtime)):
-        return FileResult(key, "unchanged", kind=kind)  # same size and mtime: not re-read
+    if existing is not None and existing.get("inode") not in (None, stat.st_ino) and \
+            not _same_prefix(path, existing):
+        _retire(store, key, existing)  # rotated by rename: another file lives here now
+        existing = None
     if existing is None:
         for other in store.sources_with_head(head_sha):
             if not _same_prefix(path, other):
                 continue
             old = Path(other["path"])
             if old.exists() and _same_prefix(old, other):
-                return FileResult(key, "duplicate", kind=kind,
-                                  detail=f"same content as {other['path']}")
+                return "duplicate", None, f"same content as {other['path']}"
             store.move_source(other["path"], key)
-            existing = store.source(key)
-            status = "moved"
-            break
+            return "moved", store.source(key), None
+        for gen in store.all(
+                "SELECT path, generation, bytes_ingested, tail_sha256 FROM source_generations "
+                "WHERE head_sha256 = ?", [head_sha]):
+            n = int(gen[2] or 0)
+            if _window_sha(path, n, TAIL_HASH_BYTES) == gen[3]:
+                extra = stat.st_size - n
+                return "duplicate", None, (
+                    f"rotated copy of {gen[0]} before its truncation, already ingested"
+                    + (f"; {extra} byte(s) after the ingested part are not read (written "
+                       "between the last ingest and the rotation)" if extra > 0 else ""))
+        return "new", None, None
+    if _same_prefix(path, existing):
+        return "appended", existing, None
+    if replace:
+        store.delete_source(key)
+        return "rewritten", None, None
+    if stat.st_size < int(existing["bytes_ingested"] or 0):
+        store.con.execute(
+            "INSERT INTO source_generations VALUES (?, ?, ?, ?, ?, ?, now())",
+            [key, int(existing.get("generations") or 0), existing["head_sha256"],
+             existing["tail_sha256"], existing["bytes_ingested"], existing["lines"]])
+        return "truncated", existing, None
+    return "changed", None, (
+        "the bytes ingested earlier changed in place; its rows are kept as they were. "
+        "Pass --replace to replace them with the file's content")
+
+
+def _ingest_log(store: Store, path: Path, key: str, kind: str, head: bytes,
+                progress: Progress | None, keep_text: bool = False,
+                replace: bool = False) -> FileResult:
+    stat = path.stat()
+    head_sha = hashlib.sha256(head[:HEAD_HASH_BYTES]).hexdigest()
+    known = store.source(key)
+    if (known is not None and known["size_bytes"] == stat.st_size
+            and known["mtime"] == datetime.fromtimestamp(stat.st_mtime)
+            and known.get("inode") in (None, stat.st_ino)):
+        return FileResult(key, "unchanged", kind=kind)  # same size and mtime: not re-read
+    status, existing, detail = _decide(store, path, key, stat, head_sha, replace)
+    if status in ("duplicate", "changed"):
+        return FileResult(key, status, kind=kind, detail=detail)
 
     hasher = hashlib.sha256()
     previous_sha: str | None = None
     state = LogState()
     offset = 0
+    generations = int(existing.get("generations") or 0) if existing else 0
     fh = open_binary(path)
     try:
         if existing is not None:
-            if _same_prefix(path, existing):
+            state = LogState.from_json(existing["state"])
+            if status == "truncated":  # the new content continues the old line numbers
+                generations += 1
+            else:
                 n = int(existing["bytes_ingested"] or 0)
-                state = LogState.from_json(existing["state"])
                 offset = n
                 previous_sha = existing["sha256"]
                 skip_to(fh, path, n)
-                if status == "new":
-                    status = "appended"
-            else:
-                store.delete_source(key)
-                existing = None
-                status = "rewritten"
         res = FileResult(key, status, kind=kind)
         fallback_date = datetime.fromtimestamp(stat.st_mtime).date().isoformat()
         runs = _RunBook(store, path, key)
@@ -325,7 +382,7 @@ def _ingest_log(store: Store, path: Path, key: str, kind: str, head: bytes,
         fh.close()
     if res.lines == 0 and status == "appended":
         res.status = "unchanged"
-    if existing is not None and res.lines == 0:
+    if existing is not None and res.lines == 0 and status != "truncated":
         tail_sha, sha = existing["tail_sha256"], existing["sha256"]
     else:
         tail_sha = (hashlib.sha256(tail).hexdigest() if len(tail) >= min(offset, TAIL_HASH_BYTES)
@@ -348,6 +405,9 @@ def _ingest_log(store: Store, path: Path, key: str, kind: str, head: bytes,
         "tail_sha256": tail_sha,
         "mtime": datetime.fromtimestamp(stat.st_mtime),
         "state": state.to_json(),
+        "device": stat.st_dev,
+        "inode": stat.st_ino,
+        "generations": generations,
     })
     summaries.fold_ranges(store, key, lines_before)
     res.runs_created = runs.created

@@ -24,6 +24,7 @@ import tempfile
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -39,11 +40,12 @@ DATA_TABLES = ("batches", "events", "http_requests", "rejects", "bench_results",
 
 
 def schemas_dir() -> Path:
-    """``$LOGPIPE_SCHEMAS`` or the ``schemas/`` folder beside the package."""
+    """``$LOGPIPE_SCHEMAS`` or the ``schemas/`` folder shipped inside the package (the
+    repository's top-level ``schemas/`` is a link to it)."""
     env = os.environ.get("LOGPIPE_SCHEMAS")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parent.parent / "schemas"
+    return Path(str(files("logpipe"))) / "schemas"
 
 
 def migrations() -> list[tuple[int, str, str]]:
@@ -51,7 +53,8 @@ def migrations() -> list[tuple[int, str, str]]:
     folder = schemas_dir() / "migrations"
     if not folder.is_dir():
         raise DatabaseError("schema migrations not found", path=folder,
-                            hint="set LOGPIPE_SCHEMAS to the project's schemas/ folder")
+                            hint="the installation is incomplete (schemas/ ships inside "
+                            "the package): reinstall logpipe, or set LOGPIPE_SCHEMAS")
     out = []
     for path in sorted(folder.glob("*.sql")):
         version = int(path.name.split("_", 1)[0])

@@ -76,15 +76,73 @@ def test_partial_last_line_waits_for_its_newline(tmp_path: Path, db: Path) -> No
     assert query(db, "SELECT count(*) FROM rejects") == [(0,)]
 
 
-def test_rewritten_file_is_replaced_not_duplicated(tmp_path: Path, db: Path) -> None:
+def test_rewritten_file_is_replaced_only_with_replace(tmp_path: Path, db: Path) -> None:
     log = copy_log(tmp_path)
     ingest_paths([log], db)
-    shutil.copy(SAMPLES / "eras" / "v0.5.23.log", log)
+    before = counts(db)
+    # same inode, content changed in place and not shorter: kept as it was, reported
+    other = (SAMPLES / "eras" / "v0.5.23.log").read_bytes()
+    log.write_bytes(other + b"\n" * max(0, MISSION.stat().st_size - len(other)))
     result = ingest_paths([log], db)
+    assert result.files[0].status == "changed"
+    assert "--replace" in (result.files[0].detail or "")
+    assert counts(db) == before
+    result = ingest_paths([log], db, replace=True)
     assert result.files[0].status == "rewritten"
     fresh = tmp_path / "fresh.duckdb"
     ingest_paths([log], fresh)
     assert counts(db) == counts(fresh)
+
+
+def test_copytruncate_keeps_rows_and_run_and_reads_the_new_content(tmp_path: Path,
+                                                                   db: Path) -> None:
+    """logrotate's copytruncate: the log is copied to .1, then cut to zero and written on.
+    Nothing ingested is lost, the launch goes on with the same run, and the rotated copy
+    is recognised as what was already read."""
+    lines = MISSION.read_text().splitlines(keepends=True)
+    decode = [ln for ln in lines if "Decode batch" in ln]
+    log = copy_log(tmp_path)
+    ingest_paths([log], db)
+    before = counts(db)
+    (run_id,) = query(db, "SELECT run_id FROM runs")[0]
+    shutil.copy(log, log.with_name("server.log.1"))
+    with log.open("w") as fh:  # same inode, truncated, then the server writes on
+        fh.write("".join(decode[-5:]))
+    result = ingest_paths([tmp_path / "logs"], db)
+    assert [f.status for f in result.files] == ["truncated", "duplicate"]
+    assert "rotated copy" in (result.files[1].detail or "")
+    after = counts(db)
+    assert after["batches"] == before["batches"] + 5
+    assert after["runs"] == before["runs"]
+    assert query(db, "SELECT DISTINCT run_id FROM batches") == [(run_id,)]
+    assert query(db, "SELECT count(DISTINCT line_no) = count(*) FROM batches") == [(True,)]
+    assert query(db, "SELECT generations FROM sources WHERE path = ?",
+                 [str(log.resolve())]) == [(1,)]
+    # and reading on after the truncation is an ordinary append
+    with log.open("a") as fh:
+        fh.write("".join(decode[:3]))
+    assert ingest_paths([log], db).files[0].status == "appended"
+    assert counts(db)["batches"] == before["batches"] + 8
+    assert ingest_paths([tmp_path / "logs"], db).count("unchanged") == 1
+
+
+def test_rotation_by_rename_then_a_new_file(tmp_path: Path, db: Path) -> None:
+    """logrotate's default: server.log is renamed to server.log.1 and a new server.log is
+    created.  The old rows follow the rotated copy; the new file is a new run."""
+    log = copy_log(tmp_path)
+    ingest_paths([log], db)
+    before = counts(db)
+    (run_id, name) = query(db, "SELECT run_id, name FROM runs")[0]
+    log.rename(log.with_name("server.log.1"))
+    shutil.copy(SAMPLES / "eras" / "v0.5.23.log", log)
+    result = ingest_paths([tmp_path / "logs"], db)
+    assert [f.status for f in result.files] == ["new", "moved"]
+    assert query(db, "SELECT name FROM runs WHERE run_id = ?", [run_id]) == [(name,)]
+    assert query(db, "SELECT count(*) FROM batches WHERE run_id = ?", [run_id]) == [
+        (before["batches"],)]
+    assert query(db, "SELECT count(*) FROM sources WHERE path LIKE '%replaced file%'") == [
+        (0,)]
+    assert counts(db)["runs"] > before["runs"]
 
 
 def test_rotated_file_keeps_its_rows_and_runs(tmp_path: Path, db: Path) -> None:

@@ -81,8 +81,8 @@ def _display(path: str) -> str:
 
 def ingest_summary(result: IngestResult) -> str:
     """A few lines saying what an ingest did."""
-    statuses = ["new", "appended", "rewritten", "moved", "unchanged", "duplicate", "skipped",
-                "failed"]
+    statuses = ["new", "appended", "truncated", "rewritten", "changed", "moved", "unchanged",
+                "duplicate", "skipped", "failed"]
     seen = ", ".join(f"{result.count(s)} {s}" for s in statuses if result.count(s))
     lines = [
         f"Ingested into {result.db}: {len(result.files)} file(s) ({seen or 'none'})",
@@ -105,7 +105,7 @@ def ingest_summary(result: IngestResult) -> str:
         if f.status != "failed" and f.detail and f.kind == "torch_trace":
             lines.append(f"  note: {_display(f.path)}: {f.detail}")
     for f in result.files:
-        if f.status in ("failed", "duplicate"):
+        if f.status in ("failed", "duplicate", "changed"):
             lines.append(f"  {f.status}: {_display(f.path)}: {f.detail}")
     if result.unlinked:
         lines.append(f"  unlinked benchmark records ({len(result.unlinked)}): "
