@@ -25,6 +25,7 @@ import polars as pl
 
 from logpipe import era as eras
 from logpipe.env import EnvDiff, RunEnv, diff
+from logpipe.pairing import KeyJudgement, Load, Side, judge, load_of
 from logpipe.query import resolve_run
 from logpipe.stats import Test, compare_proportions, compare_samples, needed_per_run
 from logpipe.steady import Warmup, steady_lines
@@ -71,6 +72,13 @@ class RunSamples:
     graph_on: int
     graph_total: int
     excluded: dict[str, int]
+    graphs_off: bool = False
+    """Every decode line ran off the graph (graphs disabled, or a device without them):
+    those lines are the run's steady state."""
+    load: Load = field(default_factory=Load)
+
+    def side(self) -> Side:
+        return Side(self.name, self.role, self.env, self.load, self.graphs_off)
 
     def accept_rate_definition(self) -> str:
         return accept_rate_definition(self.engine_version, self.era_mask)
@@ -106,6 +114,9 @@ class Metric:
     higher_is_better: bool | None
     test: Test
     stratum: int | None = None
+    gates: bool = True
+    """Performance metrics decide the verdict and the exit code; diagnostics (graph
+    coverage, token usage, accept length and rate) are reported beside them."""
 
 
 @dataclass
@@ -117,6 +128,8 @@ class Comparison:
     env_status: str  # same run | comparable | incomparable | unknown | allowed
     env_diff: EnvDiff | None
     allowed_keys: list[str] = field(default_factory=list)
+    capacity: list[KeyJudgement] = field(default_factory=list)
+    """Capacity keys the runs differ in, each judged against the observed load."""
     profiled: dict[str, bool] = field(default_factory=dict)
     metrics: list[Metric] = field(default_factory=list)
     unmatched_strata: dict[str, list[int]] = field(default_factory=dict)
@@ -150,9 +163,9 @@ def load_run(store: Store, ref: str, warmup: Warmup = NO_WARMUP) -> RunSamples:
         if stratum is not None:
             decode[int(stratum)] = group["gen_throughput"].to_numpy()
     pre = steady.filter((pl.col("kind") == "prefill") & pl.col("input_throughput").is_not_null())
-    counted = lines.filter((pl.col("kind") == "decode") & (pl.col("state") != "idle")
-                           & (pl.col("reason").fill_null("") != "before the server was ready")
-                           & pl.col("cuda_graph").is_not_null())
+    flagged = lines.filter((pl.col("kind") == "decode") & pl.col("cuda_graph").is_not_null())
+    counted = (flagged.filter(pl.col("past_warmup")) if "past_warmup" in flagged.columns
+               else flagged)
     excluded = {str(r): int(n) for r, n in lines.filter(pl.col("state") != "steady")
                 .group_by("reason").len().iter_rows()}
 
@@ -167,6 +180,8 @@ def load_run(store: Store, ref: str, warmup: Warmup = NO_WARMUP) -> RunSamples:
         prefill=col(pre, "input_throughput"), token_usage=col(dec, "token_usage"),
         graph_on=int(counted["cuda_graph"].sum()), graph_total=counted.height,
         excluded=excluded,
+        graphs_off=flagged.height > 0 and not flagged["cuda_graph"].any(),
+        load=load_of(store, run_id),
     )
 
 
@@ -204,24 +219,39 @@ def _environment(a: RunSamples, b: RunSamples, c: Comparison, options: Options) 
         d = diff(a.name, a.env, b.name, b.env)
         c.env_diff = d
         unknown = [r.name for r in (a, b) if not r.env.complete]
-        differing = set(d.identity_keys())
-        if unknown and not options.allow_unknown_env:
+        c.capacity = judge(a.side(), b.side(), d)
+        differing = set(d.identity_keys()) | {j.key for j in c.capacity if j.blocks}
+        for j in c.capacity:
+            if not j.blocks:
+                c.notes.append(j.note)
+        if unknown and not options.allow_unknown_env and not differing - options.allow_env_diff:
             c.env_status = "unknown"
             c.verdict = "incomparable"
             c.exit_code = EXIT_INCOMPARABLE
+            missing = "; ".join(f"{name}: {', '.join(keys)}" for name, keys in d.unknown.items())
             c.notes.append(
                 "environment unknown for " + ", ".join(unknown) + " (no captured manifest): "
-                "comparability cannot be established. Capture one with `logpipe env capture`, "
-                "or pass --allow-unknown-env to compare anyway.")
+                "comparability cannot be established. Unknown identity facts: " + missing
+                + (". Known to match: " + ", ".join(d.known_match) if d.known_match else "")
+                + ". Capture a manifest with `logpipe env capture` (or run the experiment "
+                "with `logpipe launch`), or pass --allow-unknown-env to compare anyway.")
             return False
         if differing - options.allow_env_diff:
             c.env_status = "incomparable"
             c.verdict = "incomparable"
             c.exit_code = EXIT_INCOMPARABLE
             keys = sorted(differing - options.allow_env_diff)
-            c.notes.append("identity differs in " + ", ".join(keys) + ": statistics cannot "
-                           "rescue a baseline from another environment. Pass "
-                           "--allow-env-diff " + ",".join(keys) + " to compare anyway.")
+            for j in c.capacity:
+                if j.blocks and j.key in keys:
+                    c.notes.append(j.note)
+            sources = {i.key: {i.a_source, i.b_source} for i in d.items}
+            said = [k for k in keys if "log" in sources.get(k, set())]
+            c.notes.append("identity differs in " + ", ".join(keys)
+                           + (" (" + ", ".join(said) + " as the log shows)" if said else "")
+                           + (" in " + ", ".join(unknown) + " with no captured manifest"
+                              if unknown else "")
+                           + ": statistics cannot rescue a baseline from another environment. "
+                           "Pass --allow-env-diff " + ",".join(keys) + " to compare anyway.")
             return False
         if differing or unknown:
             c.env_status = "allowed"
@@ -261,24 +291,28 @@ def _statistics(a: RunSamples, b: RunSamples, c: Comparison, options: Options) -
     if len(a.accept_len) and len(b.accept_len):
         c.metrics.append(Metric("accept length", "tokens", True,
                                 compare_samples(a.accept_len, b.accept_len,
-                                                higher_is_better=True, **kw)))
+                                                higher_is_better=True, **kw), gates=False))
     if len(a.accept_rate) and len(b.accept_rate):
         da, db_ = a.accept_rate_definition(), b.accept_rate_definition()
         if da == db_ and not da.startswith(("ambiguous", "unknown")):
             c.metrics.append(Metric("accept rate", da, True,
                                     compare_samples(a.accept_rate, b.accept_rate,
-                                                    higher_is_better=True, **kw)))
+                                                    higher_is_better=True, **kw), gates=False))
         else:
             c.notes.append(f"accept rates not compared: {a.name} means {da!r}, "
                            f"{b.name} means {db_!r}")
     if a.graph_total or b.graph_total:
-        c.metrics.append(Metric("graph coverage", "share of decode lines", True,
+        c.metrics.append(Metric("graph coverage", "share of decode lines after warm-up", True,
                                 compare_proportions(a.graph_on, a.graph_total, b.graph_on,
-                                                    b.graph_total, **kw)))
+                                                    b.graph_total, **kw), gates=False))
+    for r in (a, b):
+        if r.graphs_off:
+            c.notes.append(f"graphs were off for the whole of {r.name} (every decode line ran "
+                           "off the graph): its off-graph lines are its steady state")
     if len(a.token_usage) and len(b.token_usage):
         c.metrics.append(Metric("token usage", "share of KV pool", None,
                                 compare_samples(a.token_usage, b.token_usage,
-                                                higher_is_better=None, **kw)))
+                                                higher_is_better=None, **kw), gates=False))
 
 
 def _primary(c: Comparison) -> Metric | None:
@@ -312,7 +346,7 @@ def _speculation(a: RunSamples, b: RunSamples, c: Comparison) -> None:
 
 
 def _verdict(c: Comparison, options: Options) -> None:
-    gating = [m for m in c.metrics if m.higher_is_better is not None]
+    gating = [m for m in c.metrics if m.gates and m.higher_is_better is not None]
     regressions = [m for m in gating if m.test.verdict == "regression"]
     decode = [m for m in c.metrics if m.name == "decode throughput"]
     if regressions:

@@ -7,7 +7,10 @@ nearest parent up to the ingest root, and facts harvested from the log itself (s
 arguments, format era).  Every value keeps its source.
 
 Keys are flat strings: environment variables by name (``NCCL_ALGO``), ``arg.<server arg>``,
-``pkg.<package>``, ``gpu.*``, ``cuda.*``, ``host.*``, ``manifest.*``, ``tag.<name>``.
+``pkg.<package>``, ``gpu.*``, ``cuda.*``, ``host.*``, ``manifest.*``, ``tag.<name>``, and
+what the log itself says (source ``log``): NCCL's ``set by environment`` variables and
+``nccl.version`` (``NCCL_DEBUG=INFO``), ``adjusted.<arg>`` (SGLang's own "reset to",
+"adjusted to", "disabled because" lines) and ``effective.<limit>`` (the capacity line).
 Each key has a tier (``schemas/tiers.toml``); the fingerprint hashes the identity tier.
 
 Invariants: values of secret-looking keys never leave :func:`capture` or
@@ -40,7 +43,15 @@ from logpipe.store import schemas_dir
 
 MANIFEST_VERSION = 1
 REDACTED = "<redacted>"
-TIERS = ("identity", "treatment", "annotation")
+TIERS = ("identity", "capacity", "treatment", "annotation")
+"""``capacity`` keys (running-request, batch-size, token and memory limits) must match only
+where the load reached them: :mod:`logpipe.pairing` judges them against what each run did.
+Like treatment and annotation keys, they are not part of the fingerprint."""
+# What a captured manifest states and a server log alone never does: for a run without a
+# manifest these identity facts are unknown (environment variables as one group).
+MANIFEST_IDENTITY_KEYS = ("gpu.model", "gpu.count", "gpu.driver", "cuda.version",
+                          "pkg.sglang", "pkg.torch")
+ENV_VARIABLES = "environment variables"
 CAPTURE_PREFIXES = (
     "NCCL_", "CUDA_", "SGLANG_", "SGL_", "TORCH_", "PYTORCH_", "NVIDIA_", "OMP_", "TRITON_",
     "FLASHINFER_", "NVSHMEM_", "UCX_", "MKL_", "CUBLAS_", "CUDNN_", "TORCHINDUCTOR_", "DEEPEP_",
@@ -406,6 +417,29 @@ def effective_overrides(version: str | None) -> dict[str, str]:
     return out
 
 
+CAPACITY_FACTS = ("max_total_num_tokens", "chunked_prefill_size", "max_prefill_tokens",
+                  "max_running_requests", "context_len")
+
+
+def log_facts(events: Iterable[tuple[str, Mapping[str, Any]]]) -> dict[str, Any]:
+    """Environment facts a server log states, from its ``(kind, attrs)`` events: NCCL's
+    variables and version, the settings SGLang changed itself, its effective limits."""
+    facts: dict[str, Any] = {}
+    for kind, attrs in events:
+        if kind == "nccl_env" and attrs.get("variable"):
+            facts[str(attrs["variable"])] = attrs.get("value")
+            facts["nccl.debug_info"] = True
+        elif kind == "nccl_version" and attrs.get("nccl_version"):
+            facts["nccl.version"] = str(attrs["nccl_version"]).split("+")[0]
+        elif kind in ("setting_adjusted", "attention_backend") and attrs.get("arg"):
+            facts[f"adjusted.{attrs['arg']}"] = attrs.get("value")
+        elif kind == "capacity":
+            for name in CAPACITY_FACTS:
+                if attrs.get(name) is not None:
+                    facts.setdefault(f"effective.{name}", attrs[name])
+    return facts
+
+
 def build_env(
     *,
     tiers: Tiers,
@@ -414,12 +448,16 @@ def build_env(
     format_era: str | None = None,
     cli_env: Mapping[str, Any] | None = None,
     tags: Mapping[str, Any] | None = None,
+    log_facts: Mapping[str, Any] | None = None,
 ) -> RunEnv:
     """Merge every source of a run's environment (lowest precedence first).
 
     ``manifests`` are ``(source label, manifest)`` pairs, lowest precedence first.  The
     server's printed arguments are the effective values of ``arg.*`` keys: where a
     manifest's launch command disagrees, the printed value wins and the conflict is noted.
+    ``log_facts`` (:func:`log_facts`) are what the log says about its environment: where a
+    manifest says otherwise, both are kept (the conflict is noted) and the log's effective
+    value wins.
     """
     env = RunEnv()
     entries = env.entries
@@ -445,6 +483,14 @@ def build_env(
             note = (f"{declared.source} says {declared.value!r}; " if declared else "") + \
                 f"SGLang {version.value if version else '?'} sets it at launch"
             entries[var] = Entry(forced, "sglang launch", conflict=note)
+    for key, value in (log_facts or {}).items():
+        value = REDACTED if is_secret_key(key) and value not in (None, "") else value
+        previous = entries.get(key)
+        conflict = None
+        if previous is not None and canonical(previous.value) != canonical(value):
+            conflict = (f"{previous.source} says {previous.value!r}; the log shows the value "
+                        "in effect")
+        entries[key] = Entry(value, "log", conflict=conflict)
     for key, value in (cli_env or {}).items():
         entries[key] = Entry(REDACTED if is_secret_key(key) else value, "command line")
     for key, value in (tags or {}).items():
@@ -478,10 +524,21 @@ class EnvDiff:
     def identity(self) -> list[DiffItem]:
         return [i for i in self.items if i.tier == "identity"]
 
+    unknown: dict[str, list[str]] = field(default_factory=dict)
+    """Per run without a manifest: the identity facts nothing states (a server log never
+    gives the GPU, driver, CUDA or package versions; environment variables only where
+    NCCL printed them)."""
+    known_match: list[str] = field(default_factory=list)
+    """Identity keys both runs state, with the same value."""
+
     @property
     def comparable(self) -> bool:
         """True only when both environments are known and their identity tiers match."""
         return self.complete_a and self.complete_b and not self.identity
+
+    @property
+    def capacity(self) -> list[DiffItem]:
+        return [i for i in self.items if i.tier == "capacity"]
 
     def identity_keys(self) -> list[str]:
         return [i.key for i in self.identity]
@@ -503,8 +560,23 @@ def diff(name_a: str, a: RunEnv, name_b: str, b: RunEnv) -> EnvDiff:
         items.append(DiffItem(key, tier, va if ea else UNSET, vb if eb else UNSET,
                               ea.source if ea else None, eb.source if eb else None))
     order = {t: i for i, t in enumerate(TIERS)}
-    items.sort(key=lambda i: (order[i.tier], i.key))
-    return EnvDiff(name_a, name_b, a.complete, b.complete, items)
+    items.sort(key=lambda i: (order.get(i.tier, len(order)), i.key))
+    known_match = sorted(k for k in set(a.entries) & set(b.entries)
+                         if a.entries[k].tier == "identity"
+                         and canonical(a.entries[k].value) == canonical(b.entries[k].value))
+    unknown = {name: unknown_identity(env) for name, env in ((name_a, a), (name_b, b))
+               if not env.complete}
+    return EnvDiff(name_a, name_b, a.complete, b.complete, items, unknown, known_match)
+
+
+def unknown_identity(env: RunEnv) -> list[str]:
+    """The identity facts a run without a manifest leaves unknown."""
+    out = [k for k in MANIFEST_IDENTITY_KEYS if k not in env.entries]
+    if "nccl.debug_info" in env.entries:
+        out.append(ENV_VARIABLES + " other than NCCL_* (NCCL_* from the log's NCCL INFO lines)")
+    else:
+        out.append(ENV_VARIABLES + " (NCCL_*, CUDA_*, SGLANG_*, ...)")
+    return out
 
 
 # ---------------------------------------------------------------------- from the store

@@ -41,7 +41,15 @@ from typing import Any, BinaryIO
 import polars as pl
 
 from logpipe import __version__, era, summaries
-from logpipe.env import RunEnv, Tiers, build_env, discover, is_manifest_name, load_manifest
+from logpipe.env import (
+    RunEnv,
+    Tiers,
+    build_env,
+    discover,
+    is_manifest_name,
+    load_manifest,
+    log_facts,
+)
 from logpipe.errors import InputError, LogpipeError
 from logpipe.readers import (
     COMPRESSED_SUFFIXES,
@@ -580,9 +588,13 @@ def attach_env(store: Store, key: str, manifests: list[Path], options: EnvOption
                 if e.source == "command line" and k.startswith("tag.")}
         cli.update(options.env)
         tags.update(options.tags)
+        said = log_facts((kind, json.loads(attrs) if attrs else {}) for kind, attrs in store.all(
+            "SELECT kind, attrs FROM events WHERE run_id = ? AND kind IN ('nccl_env', "
+            "'nccl_version', 'setting_adjusted', 'attention_backend', 'capacity') "
+            "ORDER BY line_no", [run_id]))
         env = build_env(tiers=tiers, manifests=loaded,
                         server_args=json.loads(server_args) if server_args else None,
-                        format_era=era_label, cli_env=cli, tags=tags)
+                        format_era=era_label, cli_env=cli, tags=tags, log_facts=said)
         version = env.entries.get("pkg.sglang")
         blocking = env.entries.get("CUDA_LAUNCH_BLOCKING")
         tagged = env.entries.get("tag.profiled")

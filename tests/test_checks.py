@@ -378,7 +378,8 @@ def test_check_brings_a_database_of_an_older_logpipe_up_to_date(sample_db: Path,
 
 def test_ingest_keeps_batch_ranges_equal_to_the_view(tmp_path: Path) -> None:
     """Ingest folds each file's new lines into run_batch_ranges_cache: after a new, an
-    appended, a moved and a rewritten file it equals the view computed from every line."""
+    appended, a moved, a truncated and a rewritten file it equals the view computed from
+    every line."""
     lines = (SAMPLES / "mission" / "baseline-untuned" / "server.log").read_text() \
         .splitlines(keepends=True)
     logs = tmp_path / "logs"
@@ -386,12 +387,13 @@ def test_ingest_keeps_batch_ranges_equal_to_the_view(tmp_path: Path) -> None:
     log = logs / "server.log"
     db = tmp_path / "k.duckdb"
 
-    def ingest(text: str) -> str:
+    def ingest(text: str, replace: bool = False) -> str:
         log.write_text(text)
-        (res,) = ingest_paths([logs], db).files
+        (res,) = ingest_paths([logs], db, replace=replace).files
         kept = query(db, "SELECT * FROM run_batch_ranges_cache ORDER BY run_id")
         assert kept == query(db, "SELECT * FROM run_batch_ranges ORDER BY run_id")
-        assert kept and kept[0][1] == query(db, "SELECT count(*) FROM batches")[0][0]
+        assert kept
+        assert sum(k[1] for k in kept) == query(db, "SELECT count(*) FROM batches")[0][0]
         return res.status
 
     assert ingest("".join(lines[:70])) == "new"
@@ -400,8 +402,12 @@ def test_ingest_keeps_batch_ranges_equal_to_the_view(tmp_path: Path) -> None:
     log.rename(moved)
     log = moved
     assert ingest("".join(lines) + lines[-3]) == "moved"
-    assert ingest("".join(lines[:40]).replace("gen throughput (token/s): ",
-                                              "gen throughput (token/s): 1")) == "rewritten"
+    shorter = "".join(lines[:40]).replace("gen throughput (token/s): ",
+                                          "gen throughput (token/s): 1")
+    assert ingest(shorter) == "truncated"  # kept, and read on as a new launch
+    edited = shorter.replace("token usage: 0.00", "token usage: 0.01")  # same size
+    assert ingest(edited) == "changed"  # rows kept as they were until --replace
+    assert ingest(edited, replace=True) == "rewritten"
 
 
 def test_check_reads_every_line_when_the_kept_ranges_drifted(sample_db: Path,

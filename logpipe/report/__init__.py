@@ -184,6 +184,11 @@ def _metric_label(m: Any) -> str:
     return m.name + (f" @ {m.stratum} running" if m.stratum is not None else "")
 
 
+def _metric_verdict(m: Any) -> str:
+    """A diagnostic's verdict is shown, marked as one that does not decide."""
+    return m.test.verdict if m.gates else f"{m.test.verdict} (diagnostic)"
+
+
 def comparison_dict(c: Any) -> dict[str, Any]:
     """Every number of a comparison, for ``--format json``."""
     d = c.env_diff
@@ -210,7 +215,7 @@ def comparison_dict(c: Any) -> dict[str, Any]:
             "n": [m.test.n_a, m.test.n_b], "median": [m.test.median_a, m.test.median_b],
             "iqr": [m.test.iqr_a, m.test.iqr_b], "ratio": m.test.ratio,
             "ci95": [m.test.ci_low, m.test.ci_high], "p_value": m.test.p_value,
-            "verdict": m.test.verdict, "detail": m.test.detail,
+            "verdict": m.test.verdict, "detail": m.test.detail, "gates": m.gates,
         } for m in c.metrics],
         "unmatched_strata": c.unmatched_strata,
         "excluded_lines": c.excluded,
@@ -263,7 +268,7 @@ def comparison_text(c: Any) -> str:
                  (f"{_num(m.test.ci_low, 3)}–{_num(m.test.ci_high, 3)}"
                   if m.test.ci_low is not None else "–"),
                  f"{m.test.p_value:.2g}" if m.test.p_value is not None else "–",
-                 m.test.verdict) for m in c.metrics]
+                 _metric_verdict(m)) for m in c.metrics]
         lines.append(rows_text(["metric", "n (ref / cand)", "median (ref / cand)", "ratio",
                                 "95% CI", "p", "verdict"], rows, "table").rstrip("\n")
                      .rsplit("\n", 1)[0])
@@ -293,7 +298,7 @@ def comparison_markdown(c: Any) -> str:
             p = f"{t.p_value:.2g}" if t.p_value is not None else "–"
             lines.append(f"| {_metric_label(m)} | {t.n_a} / {t.n_b} | {_num(t.median_a)} → "
                          f"{_num(t.median_b)} | {_num(t.ratio, 3)} | {ci} | {p} | "
-                         f"{t.verdict} |")
+                         f"{_metric_verdict(m)} |")
         lines.append("")
     lines += [f"- {x}" for x in _speculation_lines(c)]
     lines += [f"- {n}" for n in c.notes]

@@ -2,7 +2,10 @@
 -- schemas/README.md.
 
 -- Every batch line with its steady-state class and the reason for it.
---   warmup   : before the server was ready, or a decode line off the graph
+--   warmup   : before the server was ready, or a decode line off the graph in a run that
+--              does run graphs (a run whose decode lines are all off the graph, e.g.
+--              --disable-cuda-graph, the torch-native backend or CPU, has graphs off:
+--              its off-graph lines are its steady state)
 --   profiled : between a profiler start and stop
 --   idle     : a decode line with no running requests
 --   steady   : everything else, except the first decode line after an idle gap, which
@@ -21,6 +24,11 @@ prof AS (
                      WHERE e.run_id = s.run_id AND e.kind = 'profiling_stop'
                        AND e.line_no > s.line_no), 9223372036854775807) AS stop_line
     FROM events s WHERE s.kind = 'profiling_start' AND (rid IS NULL OR s.run_id = rid)
+),
+graphs AS (
+    SELECT run_id, bool_or(cuda_graph) AS runs_graphs,
+           min(line_no) FILTER (WHERE cuda_graph) AS first_graph_line
+    FROM batches WHERE kind = 'decode' AND (rid IS NULL OR run_id = rid) GROUP BY run_id
 ),
 b AS (
     SELECT b.*,
@@ -50,7 +58,7 @@ SELECT b.run_id, b.source_path, b.line_no, b.ts, b.kind, b.rank_tag, b.running_r
          WHEN EXISTS (SELECT 1 FROM prof p WHERE p.run_id = b.run_id
                       AND b.line_no > p.start_line AND b.line_no < p.stop_line) THEN 'profiled'
          WHEN b.kind = 'decode' AND b.running_req = 0 THEN 'idle'
-         WHEN b.kind = 'decode' AND b.cuda_graph = false THEN 'warmup'
+         WHEN b.kind = 'decode' AND b.cuda_graph = false AND gr.runs_graphs THEN 'warmup'
          WHEN b.kind = 'decode' AND (
               b.prev_decode_line IS NULL
               OR (b.prev_kind = 'prefill' AND b.prev_running = 0)
@@ -66,7 +74,8 @@ SELECT b.run_id, b.source_path, b.line_no, b.ts, b.kind, b.rank_tag, b.running_r
                       AND b.line_no > p.start_line AND b.line_no < p.stop_line)
            THEN 'inside a profiled interval'
          WHEN b.kind = 'decode' AND b.running_req = 0 THEN 'no running requests'
-         WHEN b.kind = 'decode' AND b.cuda_graph = false THEN 'decode ran off the graph'
+         WHEN b.kind = 'decode' AND b.cuda_graph = false AND gr.runs_graphs
+           THEN 'decode ran off the graph'
          WHEN b.kind = 'decode' AND b.prev_decode_line IS NULL THEN 'first decode line'
          WHEN b.kind = 'decode' AND b.prev_kind = 'prefill' AND b.prev_running = 0
            THEN 'first decode after idle (window includes the idle time)'
@@ -75,9 +84,16 @@ SELECT b.run_id, b.source_path, b.line_no, b.ts, b.kind, b.rank_tag, b.running_r
            THEN 'first decode after a gap (window includes the idle time)'
          ELSE NULL
        END AS reason,
-       epoch(b.ts) - epoch(b.prev_ts) AS ts_step_s
+       epoch(b.ts) - epoch(b.prev_ts) AS ts_step_s,
+       -- the lines graph coverage is computed on: decode lines after the server was
+       -- ready and after the run's first decode on the graph, with requests running
+       b.kind = 'decode' AND coalesce(b.running_req, 1) > 0
+         AND (r.ready_line IS NULL OR b.line_no >= r.ready_line)
+         AND (gr.first_graph_line IS NULL OR b.line_no >= gr.first_graph_line)
+         AS past_warmup
 FROM b
 LEFT JOIN ready r ON r.run_id = b.run_id
+LEFT JOIN graphs gr ON gr.run_id = b.run_id
 LEFT JOIN gaps g ON g.run_id = b.run_id AND g.rank_key = coalesce(b.rank_tag, '');
 
 CREATE OR REPLACE VIEW batch_states AS SELECT * FROM run_batch_states(NULL);
@@ -96,9 +112,7 @@ SELECT s.run_id,
          AS steady_gen_throughput,
        median(s.accept_len) FILTER (WHERE s.kind = 'decode' AND s.state = 'steady')
          AS steady_accept_len,
-       avg(CASE WHEN s.cuda_graph THEN 1.0 ELSE 0.0 END)
-         FILTER (WHERE s.kind = 'decode' AND s.state <> 'idle'
-                 AND s.reason IS DISTINCT FROM 'before the server was ready')
+       avg(s.cuda_graph::DOUBLE) FILTER (WHERE s.kind = 'decode' AND s.past_warmup)
          AS graph_coverage,
        list_distinct(list(s.running_req) FILTER (WHERE s.kind = 'decode'
                                                  AND s.state = 'steady')) AS strata,

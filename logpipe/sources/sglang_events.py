@@ -20,7 +20,16 @@ EVENT_KINDS: list[tuple[str, str]] = [
     ("server_args", r"^server_args\s*="),
     ("ready", r"The server is fired up and ready to roll"),
     ("dist_init", r"^Init torch distributed (?:begin|ends)"),
-    ("nccl_version", r"^sglang is using nccl=="),
+    ("nccl_version", r"(?:^sglang is using nccl==|NCCL INFO NCCL version \S)"),
+    # NCCL_DEBUG=INFO: the variables NCCL read from the environment
+    ("nccl_env", r"NCCL INFO [A-Z][A-Z0-9_]+ set by environment to "),
+    # SGLang changing a setting itself (mostly because of speculative decoding)
+    ("setting_adjusted", r"(?:is reset to \S+ for speculative decoding"
+                         r"|^\S+ is adjusted to |^\S+ is set to \S+ by default for "
+                         r"|^Overlap schedule(?:r)? is (?:not implemented|disabled)"
+                         r"|^(?:The )?[Mm]ixed chunked prefill (?:is|are) disabled"
+                         r"|^Cuda graph is disabled because|overriding speculative_\w+=)"),
+    ("attention_backend", r"^Attention backend not (?:set|specified)\. Use \S+ backend"),
     ("load_weight", r"^Load weight (?:begin|end)\."),
     ("kv_cache", r"(?:KV Cache is allocated\.|KV Cache VA upper bound\.|^Using KV cache dtype)"),
     ("memory_pool", r"^Memory pool end\."),
@@ -51,6 +60,10 @@ UNANCHORED_EVENT_PHRASES: tuple[str, ...] = (
     "Received sigquit",
     "SIGTERM received",
     "Gracefully exiting",
+    "NCCL INFO NCCL version ",
+    " set by environment to ",
+    " for speculative decoding",
+    "overriding speculative_",
 )
 
 HTTP_RE = (
@@ -86,6 +99,42 @@ _PHASE_RE = re.compile(r"\b(begin|end|ends|starts|done)\b", re.IGNORECASE)
 _GRAPH_RE = re.compile(r"^Capture (?P<what>.*?) graph (?P<phase>begin|end)", re.IGNORECASE)
 
 
+_NCCL_VERSION_RE = re.compile(r"(?:nccl==|NCCL version )(\S+)")
+_NCCL_ENV_RE = re.compile(r"NCCL INFO ([A-Z][A-Z0-9_]+) set by environment to (.*)$")
+
+# SGLang's own words when it changes a setting → (server argument, value or None)
+_ADJUSTED: list[tuple[re.Pattern[str], str | None, Any]] = [
+    (re.compile(r"Max running requests is reset to (\d+)"), "max_running_requests", None),
+    (re.compile(r"^(speculative_\w+) is adjusted to (.+?)(?: when|$)"), None, None),
+    (re.compile(r"^(speculative_\w+) is set to (\d+) by default"), None, None),
+    (re.compile(r"overriding (speculative_\w+)=\S+ to (\d+)"), None, None),
+    (re.compile(r"^Overlap schedule(?:r)? is (?:not implemented|disabled)"),
+     "disable_overlap_schedule", True),
+    (re.compile(r"[Mm]ixed chunked prefill (?:is|are) disabled"), "enable_mixed_chunk", False),
+    (re.compile(r"^Cuda graph is disabled because"), "disable_cuda_graph", True),
+    (re.compile(r"^Attention backend not (?:set|specified)\. Use (\S+) backend"),
+     "attention_backend", None),
+]
+
+
+def adjusted_setting(message: str) -> dict[str, Any]:
+    """``{"arg": name, "value": v, "reason": message}`` for a line in which SGLang says it
+    set or changed a server argument itself (empty when the line names none)."""
+    for regex, arg, value in _ADJUSTED:
+        m = regex.search(message)
+        if not m:
+            continue
+        groups = m.groups()
+        if arg is None:  # the argument's name is in the message
+            arg, raw = groups[0], groups[1]
+        else:
+            raw = groups[0] if groups else None
+        if value is None and raw is not None:
+            value = _number(raw.strip())
+        return {"arg": arg, "value": value, "reason": message.strip()[:300]}
+    return {}
+
+
 def _number(text: str) -> Any:
     text = text.rstrip(".,")
     try:
@@ -107,8 +156,16 @@ def event_attrs(kind: str, message: str) -> dict[str, Any]:
     if kind == "error":
         return attrs  # filled from the traceback by the caller
     if kind == "nccl_version":
-        attrs["nccl_version"] = message.split("==", 1)[1].strip()
+        m = _NCCL_VERSION_RE.search(message)
+        attrs["nccl_version"] = m.group(1) if m else message.split("==", 1)[-1].strip()
         return attrs
+    if kind == "nccl_env":
+        m = _NCCL_ENV_RE.search(message)
+        if m:
+            attrs["variable"], attrs["value"] = m.group(1), m.group(2).strip()
+        return attrs
+    if kind in ("setting_adjusted", "attention_backend"):
+        return adjusted_setting(message)
     if kind == "graph_capture":
         m = _GRAPH_RE.match(message)
         if m:
