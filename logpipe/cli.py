@@ -7,6 +7,7 @@ Exit codes mean one thing each: 0 success / no regression, 1 regression or faile
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -233,17 +234,20 @@ def compare(
 ) -> None:
     """Compare runs: environment first, then steady-state statistics, then a verdict.
 
-    Exit 0 no regression, 1 regression, 2 error, 3 incomparable environments (or a
-    profiled run against an unprofiled one), 4 insufficient data.
+    With one --run, a speculative run is compared with its nearest same-environment
+    baseline (which one and why is said; with none, the near misses).  Exit 0 no
+    regression, 1 regression, 2 error, 3 incomparable environments (or a profiled run
+    against an unprofiled one), 4 insufficient data.
     """
-    from logpipe.compare import Options, overall_exit
+    from logpipe.compare import Options, compare_with_baseline, overall_exit
     from logpipe.compare import compare as run_compare
     from logpipe.report import comparison_markdown, comparison_text, comparisons_json
     from logpipe.steady import Warmup
 
-    if len(run) < 2:
-        _fail(LogpipeError(f"compare needs at least two --run values, got {len(run)}",
-                           hint="logpipe compare --run BASELINE --run CANDIDATE"))
+    if not run:
+        _fail(LogpipeError("compare needs --run values",
+                           hint="logpipe compare --run BASELINE --run CANDIDATE, or --run "
+                           "SPECULATIVE_RUN alone to pair it with its nearest baseline"))
     if fmt not in ("table", "markdown", "json"):
         _fail(LogpipeError(f"unknown format {fmt!r}", hint="use one of: table, markdown, json"))
     allowed = frozenset(k.strip() for k in (allow_env_diff or "").split(",") if k.strip())
@@ -251,7 +255,8 @@ def compare(
                       allow_unknown_env=allow_unknown_env, allow_profiled=allow_profiled,
                       warmup=Warmup(warmup_lines, warmup_seconds))
     try:
-        results = run_compare(str(db), run, options)
+        results = (run_compare(str(db), run, options) if len(run) > 1
+                   else [compare_with_baseline(str(db), run[0], options)])
     except LogpipeError as exc:
         _fail(exc)
     code = overall_exit(results)
@@ -383,6 +388,104 @@ def sql(
     except LogpipeError as exc:
         _fail(exc)
     typer.echo(rows_text(columns, rows, fmt), nl=False)
+
+
+def _echo_to_stderr(quiet: bool) -> Callable[[str], None]:
+    def echo(line: str) -> None:
+        if not quiet or line.startswith("logpipe: "):
+            err.print(line, markup=False, highlight=False, soft_wrap=True)
+    return echo
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def launch(
+    ctx: typer.Context,
+    name: Annotated[str | None, typer.Option(help="Run name (default: the --out folder's "
+                                                  "name, or run-DATE-TIME).")] = None,
+    out: Annotated[Path | None, typer.Option(
+        help="Folder for the run's files (default: runs/NAME).")] = None,
+    ready_timeout: Annotated[float, typer.Option(
+        help="Seconds to wait for the server to be ready.")] = 600.0,
+    bench: Annotated[str | None, typer.Option(
+        help="Bench command run once the server is ready ({out}, {port}, {name}, {host} "
+             "are filled in); without it the server stays up until Ctrl-C.")] = None,
+    db: DbOption = DEFAULT_DB,
+    quiet: Annotated[bool, typer.Option(
+        help="Show only logpipe's progress lines, not the server's output.")] = False,
+) -> None:
+    """Run one experiment: capture the environment, start the server (command after `--`),
+    wait until it is ready, run the bench, stop it, ingest the run.
+
+    The run folder holds env.json (written first), server.log, server_info.json, the
+    bench's console output and whatever the bench writes under {out}.  Exit 0 when the
+    server came up and the bench passed, 2 otherwise (the run is ingested either way).
+    """
+    from logpipe.experiment import LaunchOptions
+    from logpipe.experiment import launch as run_launch
+    from logpipe.report import launch_text
+
+    try:
+        result = run_launch(list(ctx.args), LaunchOptions(
+            name=name, out=out, ready_timeout=ready_timeout, bench=bench, db=Path(db),
+            echo=_echo_to_stderr(quiet)))
+    except LogpipeError as exc:
+        _fail(exc)
+    typer.echo(launch_text(result), nl=False)
+    raise typer.Exit(result.exit_code)
+
+
+@app.command()
+def ab(
+    plan_file: Annotated[Path | None, typer.Argument(
+        help="A plan (TOML, schemas/plan.md); or give the arms with the options.")] = None,
+    baseline: Annotated[str | None, typer.Option(help="Baseline server command.")] = None,
+    candidate: Annotated[list[str] | None, typer.Option(
+        help="Candidate server command (repeatable).")] = None,
+    bench: Annotated[str | None, typer.Option(
+        help="Bench command ({out}, {port}, {name}, {host} filled in).")] = None,
+    rounds: Annotated[int, typer.Option(help="Launches of each arm.")] = 2,
+    order: Annotated[str, typer.Option(help="abba or random.")] = "abba",
+    seed: Annotated[int, typer.Option(help="Seed of the random order.")] = 0,
+    name: Annotated[str | None, typer.Option(help="Plan name (runs are "
+                                                  "PLAN-ARM-rK).")] = None,
+    out: Annotated[Path | None, typer.Option(help="Folder of the runs "
+                                                 "(default: runs/PLAN).")] = None,
+    ready_timeout: Annotated[float, typer.Option(
+        help="Seconds to wait for each server to be ready.")] = 600.0,
+    db: DbOption = DEFAULT_DB,
+    fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+    quiet: Annotated[bool, typer.Option(
+        help="Show only logpipe's progress lines, not the servers' output.")] = False,
+) -> None:
+    """A/B experiment in one session: baseline and candidates launched in turn (ABBA or
+    seeded random order), each through `launch`, then compared with the rounds of an arm
+    pooled.  Refuses to start when the arms differ in an identity key that is not the
+    treatment.  Exit codes follow `compare` (0, 1 regression, 2 error, 3 incomparable,
+    4 insufficient data).
+    """
+    from logpipe.experiment import load_plan, plan_from_flags, run_plan
+    from logpipe.report import plan_json, plan_text
+
+    if fmt not in ("table", "json"):
+        _fail(LogpipeError(f"unknown format {fmt!r}", hint="use one of: table, json"))
+    try:
+        if plan_file is not None:
+            plan = load_plan(plan_file)
+            if out is not None:
+                plan.out = out
+        else:
+            if not (baseline and candidate and bench):
+                raise LogpipeError("ab needs a PLAN.toml, or --baseline, --candidate and "
+                                   "--bench", hint="logpipe ab --baseline CMD --candidate CMD "
+                                   "--bench CMD")
+            plan = plan_from_flags(baseline=baseline, candidates=candidate, bench=bench,
+                                   rounds=rounds, order=order, seed=seed, name=name, out=out,
+                                   ready_timeout=ready_timeout)
+        result = run_plan(plan, Path(db), echo=_echo_to_stderr(quiet or fmt == "json"))
+    except LogpipeError as exc:
+        _fail(exc)
+    typer.echo(plan_json(result) if fmt == "json" else plan_text(result), nl=False)
+    raise typer.Exit(result.exit_code)
 
 
 def _check_format(fmt: str) -> None:

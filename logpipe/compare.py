@@ -185,11 +185,93 @@ def load_run(store: Store, ref: str, warmup: Warmup = NO_WARMUP) -> RunSamples:
     )
 
 
+def pool(name: str, runs: Sequence[RunSamples]) -> RunSamples:
+    """Several runs of one arm (the rounds of an ``ab`` campaign) as one sample: lines of
+    the same concurrency stratum are pooled.  Identity comes from the first run; the
+    rounds share it by construction (one plan, one session)."""
+    first = runs[0]
+    if len(runs) == 1:
+        return first
+    decode: dict[int, np.ndarray] = {}
+    for r in runs:
+        for s, v in r.decode.items():
+            decode[s] = np.concatenate([decode[s], v]) if s in decode else v
+    excluded: dict[str, int] = {}
+    for r in runs:
+        for k, n in r.excluded.items():
+            excluded[k] = excluded.get(k, 0) + n
+
+    def cat(attr: str) -> np.ndarray:
+        return np.concatenate([getattr(r, attr) for r in runs])
+
+    loads = [r.load for r in runs]
+
+    def peak(attr: str) -> Any:
+        vals = [getattr(x, attr) for x in loads if getattr(x, attr) is not None]
+        return max(vals) if vals else None
+
+    return RunSamples(
+        run_id=first.run_id, name=name, role=first.role, spec_algorithm=first.spec_algorithm,
+        profiled=any(r.profiled for r in runs), env=first.env, format_era=first.format_era,
+        era_mask=first.era_mask, engine_version=first.engine_version, decode=decode,
+        accept_len=cat("accept_len"), accept_rate=cat("accept_rate"), prefill=cat("prefill"),
+        token_usage=cat("token_usage"), graph_on=sum(r.graph_on for r in runs),
+        graph_total=sum(r.graph_total for r in runs), excluded=excluded,
+        graphs_off=all(r.graphs_off for r in runs),
+        load=Load(peak("running"), peak("queued"), peak("batch"), peak("prefill"),
+                  peak("kv_tokens"), peak("token_usage"), any(x.retracted for x in loads)))
+
+
 def compare(db: str, refs: Sequence[str], options: Options = DEFAULTS) -> list[Comparison]:
     """Each of ``refs[1:]`` against ``refs[0]``."""
     with Store.open(db, read_only=True) as store:
         runs = [load_run(store, r, options.warmup) for r in refs]
     return [compare_runs(runs[0], cand, options) for cand in runs[1:]]
+
+
+def compare_with_baseline(db: str, ref: str, options: Options = DEFAULTS) -> Comparison:
+    """A speculative run against its nearest same-environment baseline (same model, an
+    environment that passes the identity and capacity judgement, not profiled; nearest in
+    start time), saying which it chose and why; with none, the near misses and what
+    differs."""
+    with Store.open(db, read_only=True) as store:
+        spec = load_run(store, ref, options.warmup)
+        rows = store.all(
+            "SELECT b.run_id, b.name, abs(epoch(b.started_at) - epoch(s.started_at)) AS gap "
+            "FROM runs b, runs s WHERE s.run_id = ? AND b.role = 'baseline' "
+            "AND b.model IS NOT DISTINCT FROM s.model AND b.run_id <> s.run_id "
+            "ORDER BY gap NULLS LAST, b.name", [spec.run_id])
+        tried: list[tuple[Comparison, RunSamples]] = []
+        for run_id, _, _ in rows:
+            base = load_run(store, run_id, options.warmup)
+            probe = Comparison(base.name, spec.name, base.run_id, spec.run_id, "comparable",
+                               None, options=options)
+            if _environment(base, spec, probe, options) and not base.profiled:
+                c = compare_runs(base, spec, options)
+                c.notes.insert(0, f"baseline chosen: {base.name}, the nearest in time of the "
+                                  f"baselines of the same model whose environment matches "
+                                  f"({len(rows)} baseline(s) of that model)")
+                return c
+            tried.append((probe, base))
+    c = Comparison("(none)", spec.name, "", spec.run_id, "incomparable", None,
+                   options=options, verdict="incomparable", exit_code=EXIT_INCOMPARABLE)
+    if spec.role != "speculative":
+        c.notes.append(f"{spec.name} is not a speculative run: give its baseline as well "
+                       "(compare --run BASELINE --run CANDIDATE)")
+    if not tried:
+        c.notes.append(f"no baseline of the same model as {spec.name} is in the database")
+        return c
+    c.notes.append(f"no same-environment baseline for {spec.name}; the nearest misses:")
+
+    def blocking(p: Comparison) -> int:
+        d = p.env_diff
+        return len(d.identity) + sum(j.blocks for j in p.capacity) if d else 0
+
+    for probe, base in sorted(tried, key=lambda t: blocking(t[0]))[:3]:
+        why = [n for n in probe.notes if not n.startswith(("profiled", "compared"))]
+        c.notes.append(f"  {base.name}: " + (" ".join(why) if why else
+                                             "profiled: never used as a baseline"))
+    return c
 
 
 def overall_exit(comparisons: Sequence[Comparison]) -> int:

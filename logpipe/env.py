@@ -29,6 +29,7 @@ import shlex
 import shutil
 import socket
 import subprocess
+import sys
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -107,6 +108,54 @@ def _packages() -> dict[str, str]:
     return found
 
 
+_VERSIONS_SCRIPT = (
+    "import json, sys\n"
+    "from importlib import metadata\n"
+    "out = {}\n"
+    "for name in sys.argv[1:]:\n"
+    "    try:\n"
+    "        out[name] = metadata.version(name)\n"
+    "    except metadata.PackageNotFoundError:\n"
+    "        pass\n"
+    "print(json.dumps(out))\n"
+)
+
+
+def interpreter_of(command: list[str]) -> str | None:
+    """The Python interpreter that will run ``command``: its first word when that is a
+    Python, else the interpreter named by the ``#!`` line of the script it runs
+    (``sglang serve``, a venv's ``bin/`` script).  None when it is not a Python program."""
+    if not command:
+        return None
+    exe = shutil.which(command[0]) or (command[0] if Path(command[0]).is_file() else None)
+    if exe is None:
+        return None
+    if Path(exe).name.startswith("python"):
+        return exe
+    try:
+        with open(exe, "rb") as fh:
+            first = fh.readline(512)
+    except OSError:
+        return None
+    if not first.startswith(b"#!"):
+        return None
+    words = first[2:].decode(errors="replace").split()
+    if words and Path(words[0]).name == "env" and len(words) > 1:
+        words = words[1:]
+    return (shutil.which(words[0]) or words[0]) if words and "python" in words[0] else None
+
+
+def packages_of(interpreter: str) -> dict[str, str] | None:
+    """Versions of :data:`PACKAGES` installed for ``interpreter`` (it is asked through
+    ``importlib.metadata``; nothing is imported)."""
+    try:
+        proc = subprocess.run([interpreter, "-c", _VERSIONS_SCRIPT, *PACKAGES],
+                              capture_output=True, text=True, timeout=60)
+        return dict(json.loads(proc.stdout)) if proc.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+
+
 def _cpu() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -172,18 +221,32 @@ def redact_mapping(values: Mapping[str, Any]) -> dict[str, Any]:
             for k, v in values.items()}
 
 
+def _timezone() -> dict[str, Any]:
+    """The host's zone: SGLang stamps its lines in local time."""
+    now = datetime.now().astimezone()
+    offset = now.utcoffset()
+    return {"name": os.environ.get("TZ") or now.tzname(),
+            "utc_offset_s": int(offset.total_seconds()) if offset is not None else None}
+
+
 def capture(command: list[str] | None = None, environ: Mapping[str, str] | None = None,
             nvidia_smi: str = "nvidia-smi") -> dict[str, Any]:
-    """The manifest of this host, now (see ``schemas/manifest.schema.json``)."""
+    """The manifest of this host, now (see ``schemas/manifest.schema.json``).  With the
+    launch ``command``, the packages are those of the interpreter that will run it."""
     environ = os.environ if environ is None else environ
     variables = {k: v for k, v in sorted(environ.items())
                  if k.startswith(CAPTURE_PREFIXES)}
+    interpreter = interpreter_of(command) if command else None
+    packages = packages_of(interpreter) if interpreter else None
     manifest: dict[str, Any] = {
         "logpipe_manifest": MANIFEST_VERSION,
         "captured_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "timezone": _timezone(),
         "env": redact_mapping(variables),
         "gpu": _gpus(nvidia_smi),
-        "packages": _packages(),
+        # the packages of the interpreter that runs the server, where the command names one
+        "packages": packages if packages is not None else _packages(),
+        "packages_of": interpreter if packages is not None else sys.executable,
         "host": {"name": socket.gethostname(), "cpu": _cpu(), "kernel": platform.release(),
                  "os": platform.platform(), "python": platform.python_version()},
     }
@@ -238,6 +301,15 @@ def flatten_manifest(m: Mapping[str, Any]) -> dict[str, Any]:
             flat["command"] = REDACTED if "--" in command else command
     if m.get("captured_at"):
         flat["manifest.captured_at"] = m["captured_at"]
+    if m.get("packages_of"):
+        flat["manifest.packages_of"] = m["packages_of"]
+    tz = m.get("timezone") or {}
+    if tz.get("name") is not None:
+        flat["host.timezone"] = tz["name"]
+    if tz.get("utc_offset_s") is not None:
+        flat["host.utc_offset_s"] = tz["utc_offset_s"]
+    for k, v in (m.get("launch") or {}).items():
+        flat[f"launch.{k}"] = v
     return {k: (REDACTED if is_secret_key(k.split(".", 1)[-1]) and v not in (None, "") else v)
             for k, v in flat.items()}
 

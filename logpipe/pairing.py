@@ -154,7 +154,7 @@ def limit(key: str, env: RunEnv) -> float | None:
         except ValueError:
             pass
     if isinstance(value, dict):
-        decode = value.get("decode") if isinstance(value.get("decode"), dict) else value
+        decode = value["decode"] if isinstance(value.get("decode"), dict) else value
         value = decode.get("max_bs")
     if isinstance(value, list | tuple):
         nums = [v for v in value if isinstance(v, int | float)]
@@ -208,6 +208,13 @@ def _fmt(x: float | None) -> str:
     return f"{x:g}"
 
 
+def _shown(value: Any, lim: float | None) -> str:
+    """A limit as the run set it: ``48``, ``auto (2048 in effect)``."""
+    if value in (None, "", "None", "null"):
+        return "auto" + (f" ({lim:g} in effect)" if lim is not None else "")
+    return _fmt(lim) if lim is not None else str(value)
+
+
 def judge(a: Side, b: Side, d: EnvDiff) -> list[KeyJudgement]:
     """Judgements of every capacity key ``a`` and ``b`` differ in."""
     out: list[KeyJudgement] = []
@@ -217,7 +224,7 @@ def judge(a: Side, b: Side, d: EnvDiff) -> list[KeyJudgement]:
         key = item.key.removeprefix("arg.")
         measure = MEASURES.get(key, "kv")
         la, lb = limit(key, a.env), limit(key, b.env)
-        pair = f"{_fmt(la)} vs {_fmt(lb)}"
+        pair = f"{_shown(item.a, la)} vs {_shown(item.b, lb)}"
         loads = f"{a.name} {a.load.words(measure)}, {b.name} {b.load.words(measure)}"
         why = _derived(key, spec, base) if roles == {"speculative", "baseline"} else None
         if why is not None:

@@ -147,19 +147,24 @@ def env_diff(d: Any, fmt: str) -> str:
             "differences": [{"key": i.key, "tier": i.tier, "a": i.a, "b": i.b,
                              "a_source": i.a_source, "b_source": i.b_source}
                             for i in d.items],
+            "known_match": d.known_match,
+            "unknown": d.unknown,
         }, indent=2, default=str) + "\n"
     lines = []
     for run, complete in ((d.run_a, d.complete_a), (d.run_b, d.complete_b)):
         if not complete:
             lines.append(f"Environment of {run} is unknown (no captured manifest): "
-                         "comparability cannot be established.")
+                         "comparability cannot be established.  Unknown: "
+                         + ", ".join(d.unknown.get(run, [])) + ".")
     ident = d.identity
     if ident:
         lines.append(f"Identity differs in {len(ident)} key(s): {d.run_a} and {d.run_b} "
                      "are not comparable.")
     elif d.complete_a and d.complete_b:
         lines.append(f"Identity tiers match: {d.run_a} and {d.run_b} are comparable.")
-    for tier in ("identity", "treatment", "annotation"):
+    if d.known_match and not (d.complete_a and d.complete_b):
+        lines.append("Known to match: " + ", ".join(d.known_match))
+    for tier in ("identity", "capacity", "treatment", "annotation"):
         items = [i for i in d.items if i.tier == tier]
         if not items:
             continue
@@ -303,6 +308,61 @@ def comparison_markdown(c: Any) -> str:
     lines += [f"- {x}" for x in _speculation_lines(c)]
     lines += [f"- {n}" for n in c.notes]
     return "\n".join(lines).rstrip() + "\n"
+
+
+# ------------------------------------------------------------------- launch and ab
+
+def launch_text(r: Any) -> str:
+    """What ``logpipe launch`` did: the run, its outcome, its steady decode throughput."""
+    tps = (f"steady decode throughput {r.steady_tps:.1f} tok/s" if r.steady_tps is not None
+           else "no steady decode throughput (too few decode lines)")
+    lines = [f"Run {r.name}: {r.status}" + (f" ({r.message})" if r.message else ""),
+             f"  folder: {r.out}", f"  {tps}"]
+    if r.bench_exit is not None:
+        lines.append(f"  bench exit code: {r.bench_exit}")
+    if r.server_info is not None:
+        version = r.server_info.get("version")
+        lines.append("  server_info.json written" + (f" (SGLang {version})" if version else ""))
+    if r.tail:
+        lines.append(f"  last {len(r.tail)} line(s) of the server log:")
+        lines += [f"    {t}" for t in r.tail]
+    return "\n".join(lines) + "\n"
+
+
+def plan_text(result: Any) -> str:
+    """An ``ab`` campaign: the launches, each arm's rounds side by side, the verdicts."""
+    plan = result.plan
+    lines = [f"Plan {plan.name}: {len(result.launches)} launch(es), order {plan.order}"]
+    rounds = sorted({r for arm in result.rounds.values() for r in arm})
+    rows = [(arm, *[(_num(v, 1) if (v := result.rounds[arm].get(r)) is not None else "–")
+                    for r in rounds]) for arm in result.rounds]
+    lines.append(rows_text(["arm (steady decode tok/s)", *[f"round {r}" for r in rounds]],
+                           rows, "table").rstrip("\n").rsplit("\n", 1)[0])
+    for _, _, res in result.launches:
+        lines.append(f"  {res.name}: {res.status}"
+                     + (f" (bench exit {res.bench_exit})" if res.bench_exit not in (None, 0)
+                        else ""))
+    for c in result.comparisons:
+        lines.append("")
+        lines.append(comparison_text(c).rstrip("\n"))
+    for note in result.notes:
+        lines.append(f"Note: {note}")
+    lines.append(f"Exit {result.exit_code}")
+    return "\n".join(lines) + "\n"
+
+
+def plan_json(result: Any) -> str:
+    return json.dumps({
+        "plan": result.plan.name, "exit_code": result.exit_code,
+        "runs": [{"name": res.name, "arm": arm.name, "round": r, "status": res.status,
+                  "folder": str(res.out), "run_ids": res.run_ids,
+                  "steady_decode_tps": res.steady_tps, "bench_exit": res.bench_exit,
+                  "server_exit": res.server_exit}
+                 for r, arm, res in result.launches],
+        "rounds": result.rounds,
+        "comparisons": [comparison_dict(c) for c in result.comparisons],
+        "notes": result.notes,
+    }, indent=2, default=str) + "\n"
 
 
 # --------------------------------------------------------------------------- checks

@@ -1,0 +1,625 @@
+"""Own the experiment: launch a server, benchmark it, stop it, ingest what it wrote.
+
+:func:`launch` is ``logpipe launch``: it writes the run's manifest before anything starts
+(so the environment is captured by construction, with the packages of the interpreter
+that runs the server), supervises the server as a process group, waits until it is
+ready, asks it what it is (``/server_info``), runs the bench command, stops everything
+(SIGINT, then SIGTERM, then SIGKILL of the whole group) and calls the same
+:func:`logpipe.ingest.ingest_paths` the CLI uses.  :func:`run_plan` is ``logpipe ab``:
+the arms of a plan launched in turn (ABBA or seeded random order), in one session, then
+judged by :mod:`logpipe.compare` with the rounds of an arm pooled.
+
+Invariants: no child process outlives :func:`launch` (Ctrl-C included); what the server
+and the bench wrote is kept on disk whatever happens; the database is only written by
+ingest, one transaction per file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shlex
+import signal
+import socket
+import subprocess
+import threading
+import time
+import tomllib
+import urllib.error
+import urllib.request
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from logpipe.env import Tiers, capture, launch_args
+from logpipe.errors import InputError, LogpipeError
+
+READY_LINE = "The server is fired up and ready to roll"
+DEFAULT_PORT = 30000
+STOP_WAIT_S = (20.0, 10.0)
+"""Seconds to wait after SIGINT, then after SIGTERM, before the next signal."""
+TAIL_LINES = 20
+
+Echo = Callable[[str], None]
+
+
+class LaunchError(LogpipeError):
+    """The server could not be brought up (or a plan cannot be run)."""
+
+    exit_code = 2
+
+
+# ------------------------------------------------------------------------ the command
+
+def server_address(command: list[str]) -> tuple[str, int]:
+    """``(host to connect to, port)`` from the server command (SGLang's default port
+    30000; a server bound to every interface is reached on 127.0.0.1)."""
+    args = launch_args(command)
+    host = str(args.get("host") or "127.0.0.1")
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    try:
+        port = int(args.get("port") or DEFAULT_PORT)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"--port is not a number: {args.get('port')!r}") from exc
+    return host, port
+
+
+def port_in_use(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.5)
+        return s.connect_ex((host, port)) == 0
+
+
+def fill(template: str, *, out: Path, port: int, name: str, host: str) -> list[str]:
+    """A command template (bench or server) split like a shell would, with ``{out}``,
+    ``{port}``, ``{name}`` and ``{host}`` filled in (environment variables expanded)."""
+    text = os.path.expandvars(template)
+    return [w.replace("{out}", str(out)).replace("{port}", str(port))
+             .replace("{name}", name).replace("{host}", host) for w in shlex.split(text)]
+
+
+# ----------------------------------------------------------------------- the process
+
+def _get(url: str, timeout: float = 2.0) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 - localhost
+            return int(resp.status), resp.read()
+    except urllib.error.HTTPError as exc:
+        return int(exc.code), b""
+    except (OSError, ValueError):
+        return 0, b""
+
+
+class Server:
+    """A server process group whose output goes to a log file (and to ``echo``)."""
+
+    def __init__(self, command: list[str], log_path: Path, env: Mapping[str, str],
+                 echo: Echo | None = None) -> None:
+        self.log_path = log_path
+        self.tail: deque[str] = deque(maxlen=TAIL_LINES)
+        self.ready_seen = threading.Event()
+        self._echo = echo
+        self._log: IO[bytes] = open(log_path, "ab")  # noqa: SIM115 - closed by stop()
+        try:
+            self.proc = subprocess.Popen(
+                command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, env=dict(env), start_new_session=True)
+        except OSError as exc:
+            self._log.close()
+            raise LaunchError(f"cannot start the server: {exc}",
+                              hint="check the command after `--`") from exc
+        self._reader = threading.Thread(target=self._pump, daemon=True)
+        self._reader.start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for raw in iter(self.proc.stdout.readline, b""):
+            self._log.write(raw)
+            self._log.flush()
+            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            self.tail.append(line)
+            if READY_LINE in line:
+                self.ready_seen.set()
+            if self._echo is not None:
+                self._echo(line)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def wait_ready(self, host: str, port: int, timeout: float) -> str:
+        """Wait for the ready line or ``/health`` answering 200.  Returns ``ready``,
+        ``exited`` or ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.ready_seen.wait(0.5):
+                return "ready"
+            if not self.alive():
+                self._reader.join(timeout=5)
+                return "ready" if self.ready_seen.is_set() else "exited"
+            if port_in_use(host, port) and _get(f"http://{host}:{port}/health")[0] == 200:
+                # /health answers before SGLang's warm-up request: give the ready line a
+                # moment, then go on
+                self.ready_seen.wait(5.0)
+                return "ready"
+        return "timeout"
+
+    def stop(self, waits: tuple[float, float] = STOP_WAIT_S) -> int | None:
+        """SIGINT, then SIGTERM, then SIGKILL to the whole process group, each after its
+        wait; returns the server's exit code."""
+        try:
+            if self.alive():
+                for sig, wait in ((signal.SIGINT, waits[0]), (signal.SIGTERM, waits[1])):
+                    self._signal(sig)
+                    try:
+                        self.proc.wait(timeout=wait)
+                        break
+                    except subprocess.TimeoutExpired:
+                        continue
+                else:
+                    self._signal(signal.SIGKILL)
+                    self.proc.wait(timeout=10)
+            self._signal(signal.SIGKILL)  # children that outlived their parent
+            self._reader.join(timeout=5)
+        finally:
+            self._log.close()
+        return self.proc.returncode
+
+    def _signal(self, sig: int) -> None:
+        try:
+            os.killpg(self.proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+# ---------------------------------------------------------------------------- launch
+
+@dataclass
+class LaunchOptions:
+    name: str | None = None
+    out: Path | None = None
+    ready_timeout: float = 600.0
+    bench: str | None = None
+    db: Path = Path("logpipe.duckdb")
+    env: dict[str, str] = field(default_factory=dict)
+    """Variables set for the server (and the bench) on top of this process's."""
+    launch_info: dict[str, Any] = field(default_factory=dict)
+    """Recorded in the manifest's ``launch`` section (plan, arm, round)."""
+    stop_waits: tuple[float, float] = STOP_WAIT_S
+    echo: Echo | None = None
+    """Receives every server and bench line, and logpipe's own progress lines."""
+
+
+@dataclass
+class LaunchResult:
+    name: str
+    out: Path
+    status: str
+    """ok | bench failed | failed | timeout | interrupted"""
+    server_exit: int | None = None
+    bench_exit: int | None = None
+    run_ids: list[str] = field(default_factory=list)
+    steady_tps: float | None = None
+    server_info: dict[str, Any] | None = None
+    tail: list[str] = field(default_factory=list)
+    message: str = ""
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.status == "ok" else 130 if self.status == "interrupted" else 2
+
+
+def _run_dir(options: LaunchOptions) -> tuple[str, Path]:
+    name = options.name or time.strftime("run-%Y%m%d-%H%M%S")
+    out = options.out if options.out is not None else Path("runs") / name
+    if options.out is not None and options.name is None:
+        name = out.name
+    out.mkdir(parents=True, exist_ok=True)
+    if (out / "server.log").exists() and (out / "server.log").stat().st_size:
+        raise InputError("the run folder already holds a server log", path=out,
+                         hint="give another --name or --out (a run folder is one launch)")
+    return name, out
+
+
+def _server_info(host: str, port: int) -> dict[str, Any] | None:
+    for path in ("/server_info", "/get_server_info"):
+        status, body = _get(f"http://{host}:{port}{path}", timeout=10)
+        if status == 200:
+            try:
+                data = json.loads(body)
+            except ValueError:
+                continue
+            return data if isinstance(data, dict) else {"value": data}
+    return None
+
+
+def _bench(command: list[str], out: Path, env: Mapping[str, str], echo: Echo | None) -> int:
+    """Run the bench; its output goes to ``bench_console.txt`` (and to ``echo``)."""
+    with open(out / "bench_console.txt", "wb") as log:
+        try:
+            proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, env=dict(env),
+                                    start_new_session=True)
+        except OSError as exc:
+            log.write(f"cannot start the bench: {exc}\n".encode())
+            return 127
+        assert proc.stdout is not None
+        try:
+            for raw in iter(proc.stdout.readline, b""):
+                log.write(raw)
+                log.flush()
+                if echo is not None:
+                    echo(raw.decode("utf-8", errors="replace").rstrip("\r\n"))
+            return proc.wait()
+        except BaseException:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+            raise
+
+
+def _write_manifest(out: Path, command: list[str], env: Mapping[str, str],
+                    info: dict[str, Any]) -> None:
+    manifest = capture(command, environ=env)
+    manifest["launch"] = info
+    (out / "env.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+
+
+def _update_launch(out: Path, **values: Any) -> None:
+    path = out / "env.json"
+    manifest = json.loads(path.read_text())
+    manifest.setdefault("launch", {}).update(values)
+    path.write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+
+
+def launch(command: list[str], options: LaunchOptions | None = None) -> LaunchResult:
+    """Launch ``command`` (a server), benchmark it, stop it and ingest its folder."""
+    options = options or LaunchOptions()
+    if not command:
+        raise InputError("no server command", hint="put it after `--`: logpipe launch -- "
+                         "python -m sglang.launch_server ...")
+    echo = options.echo
+    host, port = server_address(command)
+    if port_in_use(host, port):
+        raise LaunchError(f"port {port} on {host} is already in use",
+                          hint="stop what listens there, or pass another --port to the server")
+    name, out = _run_dir(options)
+    command = fill(shlex.join(command), out=out, port=port, name=name, host=host)
+    env = {**os.environ, **options.env}
+    info = {"name": name, **options.launch_info, "status": "starting"}
+    _write_manifest(out, command, env, info)
+    result = LaunchResult(name, out, "failed")
+    say = echo or (lambda _line: None)
+    server = Server(command, out / "server.log", env, echo)
+    try:
+        state = server.wait_ready(host, port, options.ready_timeout)
+        if state != "ready":
+            result.status = "failed" if state == "exited" else "timeout"
+            result.tail = list(server.tail)
+            result.message = (f"the server exited before it was ready (exit {server.proc.poll()})"
+                              if state == "exited" else
+                              f"the server was not ready after {options.ready_timeout:g} s")
+        else:
+            say(f"logpipe: {name} is ready on {host}:{port}")
+            result.server_info = _server_info(host, port)
+            if result.server_info is not None:
+                (out / "server_info.json").write_text(
+                    json.dumps(result.server_info, indent=2, default=str) + "\n")
+            if options.bench:
+                bench = fill(options.bench, out=out, port=port, name=name, host=host)
+                say(f"logpipe: bench: {shlex.join(bench)}")
+                result.bench_exit = _bench(bench, out, env, echo)
+                result.status = "ok" if result.bench_exit == 0 else "bench failed"
+                if result.bench_exit != 0:
+                    result.message = f"the bench exited with {result.bench_exit}"
+            else:
+                say("logpipe: the server is up; benchmark it, then press Ctrl-C to stop it")
+                while server.alive():
+                    time.sleep(0.5)
+                result.status = "failed"
+                result.message = f"the server exited by itself (exit {server.proc.poll()})"
+                result.tail = list(server.tail)
+    except KeyboardInterrupt:
+        result.status = "ok" if not options.bench and server.ready_seen.is_set() \
+            else "interrupted"
+        result.message = "stopped by Ctrl-C"
+    finally:
+        say(f"logpipe: stopping {name}")
+        result.server_exit = server.stop(options.stop_waits)
+    _update_launch(out, status=result.status, server_exit=result.server_exit,
+                   bench_exit=result.bench_exit)
+    _ingest(out, options.db, result)
+    return result
+
+
+def _ingest(out: Path, db: Path, result: LaunchResult) -> None:
+    from logpipe.ingest import ingest_paths
+    from logpipe.store import Store
+
+    ingested = ingest_paths([out], db)
+    failed = ingested.failed
+    if failed:
+        result.message = (result.message + "; " if result.message else "") + \
+            "ingest failed for " + ", ".join(f"{f.path}: {f.detail}" for f in failed)
+    log = str((out / "server.log").resolve())
+    with Store.open(db, read_only=True) as store:
+        rows = store.all("SELECT r.run_id, s.steady_gen_throughput FROM runs r "
+                         "LEFT JOIN run_summary s USING (run_id) WHERE r.source_path = ? "
+                         "ORDER BY r.run_seq", [log])
+    result.run_ids = [r[0] for r in rows]
+    if rows:
+        result.steady_tps = rows[-1][1]
+
+
+# ------------------------------------------------------------------------------ plans
+
+@dataclass
+class Arm:
+    name: str
+    command: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Plan:
+    name: str
+    baseline: Arm
+    candidates: list[Arm]
+    bench: str
+    rounds: int = 2
+    order: str = "abba"
+    seed: int = 0
+    ready_timeout: float = 600.0
+    out: Path | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    allow_env_diff: frozenset[str] = frozenset()
+
+    @property
+    def arms(self) -> list[Arm]:
+        return [self.baseline, *self.candidates]
+
+    def schedule(self) -> list[tuple[int, Arm]]:
+        """``(round, arm)`` in launch order: ABBA alternates the order every round (so a
+        drift over the session hits the arms alike); random shuffles each round with the
+        seed."""
+        rng = random.Random(self.seed)
+        out = []
+        for r in range(1, self.rounds + 1):
+            arms = list(self.arms)
+            if self.order == "random":
+                rng.shuffle(arms)
+            elif r % 2 == 0:
+                arms.reverse()
+            out += [(r, a) for a in arms]
+        return out
+
+    def run_name(self, arm: Arm, round_: int) -> str:
+        return f"{self.name}-{arm.name}-r{round_}"
+
+
+def _words(value: Any, where: str) -> list[str]:
+    if isinstance(value, list):
+        return [str(v) for v in value]
+    if isinstance(value, str):
+        return shlex.split(os.path.expandvars(value))
+    raise InputError(f"{where} must be a command string or a list of words")
+
+
+def _with_flag(command: list[str], key: str, value: Any) -> list[str]:
+    """``command`` with ``--key-as-flag value`` set (replaced when present)."""
+    flag = "--" + key.replace("_", "-")
+    out, skip = [], False
+    for i, word in enumerate(command):
+        if skip:
+            skip = False
+            continue
+        if word == flag:
+            skip = i + 1 < len(command) and not command[i + 1].startswith("--")
+            continue
+        if word.startswith(flag + "="):
+            continue
+        out.append(word)
+    return [*out, flag, str(value)]
+
+
+def load_plan(path: Path) -> Plan:
+    """A plan file (``schemas/plan.md``)."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise InputError(f"cannot read plan: {exc}", path=path,
+                         hint="see schemas/plan.md for the format") from exc
+    try:
+        base = data["baseline"]
+        candidates = [Arm(str(c.get("name") or f"candidate{i + 1}"),
+                          _words(c["command"], "candidates.command"),
+                          {k: str(v) for k, v in (c.get("env") or {}).items()})
+                      for i, c in enumerate(data.get("candidates", []))]
+        plan = Plan(
+            name=str(data.get("name") or path.stem),
+            baseline=Arm(str(base.get("name") or "baseline"),
+                         _words(base["command"], "baseline.command"),
+                         {k: str(v) for k, v in (base.get("env") or {}).items()}),
+            candidates=candidates, bench=str(data["bench"]),
+            rounds=int(data.get("rounds", 2)), order=str(data.get("order", "abba")),
+            seed=int(data.get("seed", 0)),
+            ready_timeout=float(data.get("ready_timeout", 600)),
+            out=Path(os.path.expandvars(data["out"])) if data.get("out") else None,
+            env={k: str(v) for k, v in (data.get("env") or {}).items()},
+            allow_env_diff=frozenset(data.get("allow_env_diff", [])))
+    except KeyError as exc:
+        raise InputError(f"plan is missing {exc.args[0]!r}", path=path,
+                         hint="a plan needs baseline.command, bench and at least one "
+                         "[[candidates]]") from exc
+    sweep = data.get("sweep") or {}
+    if sweep:
+        expanded = []
+        for cand in plan.candidates:
+            for key, values in sweep.items():
+                for v in values:
+                    short = key.removeprefix("speculative_")
+                    expanded.append(Arm(f"{cand.name}-{short}{v}",
+                                        _with_flag(cand.command, key, v), dict(cand.env)))
+        plan.candidates = expanded
+    check_plan(plan)
+    return plan
+
+
+def check_plan(plan: Plan) -> None:
+    """Refuse a plan whose arms differ in an identity key that is not the treatment: the
+    experiment would not measure what it says it does."""
+    if not plan.candidates:
+        raise InputError("a plan needs at least one candidate")
+    if plan.order not in ("abba", "random"):
+        raise InputError(f"order must be abba or random, not {plan.order!r}")
+    if plan.rounds < 1:
+        raise InputError("rounds must be at least 1")
+    names = [a.name for a in plan.arms]
+    if len(set(names)) != len(names):
+        raise InputError("arm names must be unique: " + ", ".join(names))
+    tiers = Tiers.load()
+
+    def keys(arm: Arm) -> dict[str, Any]:
+        found = {f"arg.{k}": v for k, v in launch_args(arm.command).items()}
+        found.update({k: v for k, v in {**plan.env, **arm.env}.items()})
+        found["command.program"] = " ".join(arm.command[:3])
+        return found
+
+    base = keys(plan.baseline)
+    for cand in plan.candidates:
+        other = keys(cand)
+        bad = sorted(k for k in set(base) | set(other)
+                     if base.get(k) != other.get(k) and k not in plan.allow_env_diff
+                     and (k == "command.program" or tiers.tier(k) == "identity"))
+        if bad:
+            raise InputError(
+                f"arm {cand.name!r} differs from {plan.baseline.name!r} in identity key(s) "
+                + ", ".join(f"{k} ({base.get(k, '(unset)')!r} vs {other.get(k, '(unset)')!r})"
+                            for k in bad)
+                + ": that is not the treatment, so the comparison would be refused",
+                hint="make the arms differ only in the treatment (speculative_*), or list the "
+                "keys in the plan's allow_env_diff")
+
+
+@dataclass
+class PlanResult:
+    plan: Plan
+    launches: list[tuple[int, Arm, LaunchResult]]
+    comparisons: list[Any] = field(default_factory=list)
+    rounds: dict[str, dict[int, float | None]] = field(default_factory=dict)
+    """Per arm: each round's steady decode throughput (median)."""
+    notes: list[str] = field(default_factory=list)
+    exit_code: int = 0
+
+
+def run_plan(plan: Plan, db: Path, *, echo: Echo | None = None,
+             stop_waits: tuple[float, float] = STOP_WAIT_S,
+             options: Any = None) -> PlanResult:
+    """Launch every arm of ``plan`` in turn, then compare each candidate (its rounds
+    pooled) with the baseline (its rounds pooled)."""
+    check_plan(plan)
+    out = plan.out if plan.out is not None else Path("runs") / plan.name
+    launches: list[tuple[int, Arm, LaunchResult]] = []
+    say = echo or (lambda _line: None)
+    schedule = plan.schedule()
+    for i, (round_, arm) in enumerate(schedule, 1):
+        name = plan.run_name(arm, round_)
+        say(f"logpipe: [{i}/{len(schedule)}] {name}")
+        res = launch(arm.command, LaunchOptions(
+            name=name, out=out / name, ready_timeout=plan.ready_timeout, bench=plan.bench,
+            db=db, env={**plan.env, **arm.env}, stop_waits=stop_waits, echo=echo,
+            launch_info={"plan": plan.name, "arm": arm.name, "round": round_,
+                         "role": "baseline" if arm is plan.baseline else "candidate"}))
+        launches.append((round_, arm, res))
+        if res.status == "interrupted":
+            break
+    result = PlanResult(plan, launches)
+    _judge_plan(result, db, options)
+    return result
+
+
+def _judge_plan(result: PlanResult, db: Path, options: Any) -> None:
+    from logpipe.compare import (
+        EXIT_ERROR,
+        Options,
+        compare_runs,
+        load_run,
+        overall_exit,
+        pool,
+    )
+    from logpipe.store import Store
+
+    options = options or Options()
+    plan = result.plan
+    by_arm: dict[str, list[tuple[int, LaunchResult]]] = {}
+    for round_, arm, res in result.launches:
+        by_arm.setdefault(arm.name, []).append((round_, res))
+        result.rounds.setdefault(arm.name, {})[round_] = res.steady_tps
+        if res.status != "ok":
+            result.notes.append(f"{res.name}: {res.status}" + (f" ({res.message})"
+                                                               if res.message else ""))
+    with Store.open(db, read_only=True) as store:
+        def pooled(arm: Arm) -> Any:
+            runs = [load_run(store, res.run_ids[-1], options.warmup)
+                    for _, res in by_arm.get(arm.name, []) if res.run_ids]
+            return pool(f"{plan.name}-{arm.name}", runs) if runs else None
+
+        base = pooled(plan.baseline)
+        for cand in plan.candidates:
+            pc = pooled(cand)
+            if base is None or pc is None:
+                result.notes.append(f"{cand.name}: no ingested run of "
+                                    f"{'the baseline' if base is None else cand.name} to judge")
+                result.exit_code = EXIT_ERROR
+                continue
+            result.comparisons.append(compare_runs(base, pc, options))
+    for c in result.comparisons:
+        _rounds_note(result, c)
+    if result.comparisons:
+        code = overall_exit(result.comparisons)
+        result.exit_code = result.exit_code or code
+    if any(res.status in ("bench failed", "failed", "timeout")
+           for _, _, res in result.launches) and result.exit_code == 0:
+        result.exit_code = EXIT_ERROR
+
+
+def _rounds_note(result: PlanResult, c: Any) -> None:
+    """Say when an arm's rounds disagree more than the arms do."""
+    plan = result.plan
+    base = [v for v in result.rounds.get(plan.baseline.name, {}).values() if v]
+    arm = c.candidate.removeprefix(plan.name + "-")
+    cand = [v for v in result.rounds.get(arm, {}).values() if v]
+    if len(base) < 2 and len(cand) < 2 or not base or not cand:
+        return
+    between = abs(_median(cand) / _median(base) - 1)
+    spreads = {name: (max(v) - min(v)) / _median(v) for name, v in
+               ((plan.baseline.name, base), (arm, cand)) if len(v) > 1}
+    worst = max(spreads.items(), key=lambda kv: kv[1])
+    if worst[1] > between:
+        result.notes.append(
+            f"rounds disagree more than the arms do: {worst[0]}'s rounds differ by "
+            f"{worst[1] * 100:.1f}% while {arm} and {plan.baseline.name} differ by "
+            f"{between * 100:.1f}%: the session drifted; more rounds would tell")
+
+
+def _median(values: list[float]) -> float:
+    v = sorted(values)
+    n = len(v)
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+
+def plan_from_flags(*, baseline: str, candidates: list[str], bench: str, rounds: int,
+                    order: str, seed: int, name: str | None, out: Path | None,
+                    ready_timeout: float) -> Plan:
+    plan = Plan(name=name or "ab", baseline=Arm("baseline", _words(baseline, "--baseline")),
+                candidates=[Arm("candidate" if len(candidates) == 1 else f"candidate{i + 1}",
+                                _words(c, "--candidate")) for i, c in enumerate(candidates)],
+                bench=bench, rounds=rounds, order=order, seed=seed, out=out,
+                ready_timeout=ready_timeout)
+    check_plan(plan)
+    return plan

@@ -1,0 +1,291 @@
+"""`logpipe launch` and `logpipe ab` end to end, on a stand-in server run as a real
+subprocess on 127.0.0.1 (tests/standin_server.py), never a mock of subprocess.
+
+The opt-in test at the end runs `logpipe ab` against the real SGLang CPU server when
+``LOGPIPE_REAL_SGLANG`` names the folder its recipe built.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from logpipe.cli import app
+from logpipe.errors import InputError
+from logpipe.experiment import (
+    Arm,
+    LaunchOptions,
+    Plan,
+    check_plan,
+    launch,
+    load_plan,
+    run_plan,
+)
+from tests.conftest import ROOT, SAMPLES, query
+
+runner = CliRunner()
+SERVER = ROOT / "tests" / "standin_server.py"
+BENCH = ROOT / "tests" / "standin_bench.py"
+FAST_STOP = (3.0, 2.0)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def server(port: int, *extra: str) -> list[str]:
+    return [sys.executable, str(SERVER), "--port", str(port), *extra]
+
+
+def bench(*extra: str) -> str:
+    return shlex.join([sys.executable, str(BENCH), "--port", "{port}", "--num-prompts", "5",
+                       "--output-tokens", "12", "--output-file", "{out}/bench.jsonl", *extra])
+
+
+def no_children_left(marker: str) -> bool:
+    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    return not any(marker in line and "ps -eo" not in line for line in out.splitlines())
+
+
+def test_launch_captures_runs_benchmarks_stops_and_ingests(tmp_path: Path) -> None:
+    port = free_port()
+    db = tmp_path / "db.duckdb"
+    lines: list[str] = []
+    res = launch(server(port), LaunchOptions(
+        name="first", out=tmp_path / "runs" / "first", bench=bench(), db=db,
+        ready_timeout=60, stop_waits=FAST_STOP, echo=lines.append))
+    assert res.status == "ok" and res.exit_code == 0, res.message
+    assert res.bench_exit == 0 and res.server_exit is not None
+    folder = tmp_path / "runs" / "first"
+    manifest = json.loads((folder / "env.json").read_text())
+    assert manifest["command"].endswith(f"--port {port}")
+    assert manifest["packages_of"] == sys.executable
+    assert manifest["launch"]["status"] == "ok" and manifest["launch"]["name"] == "first"
+    info = json.loads((folder / "server_info.json").read_text())
+    assert info["version"] == "0.5.23"
+    assert (folder / "bench.jsonl").exists() and (folder / "bench_console.txt").exists()
+    assert any("fired up and ready to roll" in ln for ln in lines)
+    # the run is in the database, named after its folder, environment complete, bench linked
+    assert query(db, "SELECT name, env_complete FROM runs") == [("first", True)]
+    assert query(db, "SELECT count(*) FROM bench_results b JOIN runs r USING (run_id) "
+                     "WHERE r.name = 'first'") == [(1,)]
+    # graphs are off for the whole run (CPU): its decode lines are its steady state
+    assert res.steady_tps is not None and 600 < res.steady_tps < 800
+    assert no_children_left(f"--port {port}")
+
+
+def test_launch_cli_prints_the_run_and_its_throughput(tmp_path: Path) -> None:
+    port = free_port()
+    result = runner.invoke(app, [
+        "launch", "--name", "cli-run", "--out", str(tmp_path / "cli-run"), "--bench",
+        bench(), "--db", str(tmp_path / "db.duckdb"), "--quiet", "--ready-timeout", "60",
+        "--", *server(port)])
+    assert result.exit_code == 0, result.output
+    assert "Run cli-run: ok" in result.stdout
+    assert "steady decode throughput" in result.stdout and "tok/s" in result.stdout
+
+
+def test_server_dying_during_load_is_exit_2_with_its_last_lines(tmp_path: Path) -> None:
+    port = free_port()
+    result = runner.invoke(app, [
+        "launch", "--out", str(tmp_path / "dies"), "--bench", bench(), "--db",
+        str(tmp_path / "db.duckdb"), "--quiet", "--", *server(port, "--die-during-load")])
+    assert result.exit_code == 2
+    assert "Run dies: failed (the server exited before it was ready (exit 1))" in result.stdout
+    assert "RuntimeError: stand-in told to die during load" in result.stdout
+    # the run is kept, and said to have failed
+    env = json.loads((tmp_path / "dies" / "env.json").read_text())
+    assert env["launch"]["status"] == "failed"
+    assert query(tmp_path / "db.duckdb", "SELECT count(*) FROM runs") == [(1,)]
+
+
+def test_ready_timeout_stops_the_server_and_keeps_the_log(tmp_path: Path) -> None:
+    port = free_port()
+    res = launch(server(port, "--hang"), LaunchOptions(
+        out=tmp_path / "hangs", bench=bench(), db=tmp_path / "db.duckdb", ready_timeout=3,
+        stop_waits=FAST_STOP))
+    assert res.status == "timeout" and res.exit_code == 2
+    assert "not ready after 3 s" in res.message
+    assert "server_args=" in (tmp_path / "hangs" / "server.log").read_text()
+    assert no_children_left(f"--port {port}")
+
+
+def test_a_server_ignoring_sigint_is_stopped_by_sigterm(tmp_path: Path) -> None:
+    port = free_port()
+    res = launch(server(port, "--ignore-sigint"), LaunchOptions(
+        out=tmp_path / "stubborn", bench=bench(), db=tmp_path / "db.duckdb",
+        ready_timeout=60, stop_waits=(1.0, 5.0)))
+    assert res.status == "ok"
+    assert "SIGTERM received" in (tmp_path / "stubborn" / "server.log").read_text()
+    assert no_children_left(f"--port {port}")
+
+
+def test_failing_bench_still_stops_and_ingests(tmp_path: Path) -> None:
+    port = free_port()
+    res = launch(server(port), LaunchOptions(
+        out=tmp_path / "badbench", bench=bench("--fail"), db=tmp_path / "db.duckdb",
+        ready_timeout=60, stop_waits=FAST_STOP))
+    assert res.status == "bench failed" and res.bench_exit == 3 and res.exit_code == 2
+    assert res.run_ids and no_children_left(f"--port {port}")
+
+
+def test_port_in_use_is_refused_before_launching(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        result = runner.invoke(app, ["launch", "--out", str(tmp_path / "x"), "--db",
+                                     str(tmp_path / "db.duckdb"), "--", *server(port)])
+    assert result.exit_code == 2
+    assert f"port {port} on 127.0.0.1 is already in use" in result.output
+    assert not (tmp_path / "x").exists()
+
+
+def test_ctrl_c_stops_the_children_and_keeps_what_was_written(tmp_path: Path) -> None:
+    """`logpipe launch` without --bench keeps the server up until Ctrl-C (SIGINT to
+    logpipe), then stops it and ingests."""
+    port = free_port()
+    db = tmp_path / "db.duckdb"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "logpipe.cli", "launch", "--out", str(tmp_path / "manual"),
+         "--db", str(db), "--quiet", "--", *server(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        log = tmp_path / "manual" / "server.log"
+        while time.monotonic() < deadline:
+            if log.exists() and "ready to roll" in log.read_text():
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("the stand-in never became ready")
+        subprocess.run([sys.executable, str(BENCH), "--port", str(port), "--num-prompts", "2"],
+                       check=True, timeout=60)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out
+    assert "Run manual: ok (stopped by Ctrl-C)" in out
+    assert query(db, "SELECT count(*) > 0 FROM batches") == [(True,)]
+    assert no_children_left(f"--port {port}")
+
+
+def plan(tmp_path: Path, port: int, **over: object) -> Plan:
+    p = Plan(name="demo", baseline=Arm("baseline", server(port), {"STANDIN_TPS": "700"}),
+             candidates=[Arm("ngram", server(port, "--speculative-algorithm", "NGRAM"),
+                             {"STANDIN_TPS": "550"})],
+             bench=bench(), rounds=2, out=tmp_path / "runs", ready_timeout=60)
+    for k, v in over.items():
+        setattr(p, k, v)
+    return p
+
+
+def test_abba_schedule_and_seeded_random_order() -> None:
+    p = Plan(name="p", baseline=Arm("a", ["x"]), candidates=[Arm("b", ["x", "--y", "1"])],
+             bench="b", rounds=4)
+    assert [(r, a.name) for r, a in p.schedule()] == [
+        (1, "a"), (1, "b"), (2, "b"), (2, "a"), (3, "a"), (3, "b"), (4, "b"), (4, "a")]
+    p.order, p.seed = "random", 7
+    first = [(r, a.name) for r, a in p.schedule()]
+    assert first == [(r, a.name) for r, a in p.schedule()]  # seeded: the same every time
+    assert sorted(first) == sorted((r, n) for r in range(1, 5) for n in ("a", "b"))
+
+
+def test_plan_refuses_arms_differing_in_a_non_treatment_identity_key() -> None:
+    p = Plan(name="p", baseline=Arm("base", ["python", "-m", "sglang.launch_server",
+                                             "--tp", "2"]),
+             candidates=[Arm("spec", ["python", "-m", "sglang.launch_server", "--tp", "4",
+                                      "--speculative-algorithm", "EAGLE3"],
+                             env={"NCCL_ALGO": "Ring"})], bench="b")
+    with pytest.raises(InputError) as exc:
+        check_plan(p)
+    assert "NCCL_ALGO" in str(exc.value) and "arg.tp_size" in str(exc.value)
+    p.candidates[0] = Arm("spec", ["python", "-m", "sglang.launch_server", "--tp", "2",
+                                   "--speculative-algorithm", "EAGLE3"])
+    check_plan(p)  # only the treatment differs
+
+
+def test_example_plan_in_sample_logs_loads() -> None:
+    p = load_plan(SAMPLES / "real-cpu" / "plan.toml")
+    assert [a.name for a in p.arms] == ["baseline", "ngram"] and p.rounds == 2
+    assert p.order == "abba"
+
+
+def test_plan_sweep_expands_candidates(tmp_path: Path) -> None:
+    f = tmp_path / "sweep.toml"
+    f.write_text('name = "s"\nbench = "b"\n[baseline]\ncommand = "srv --port 1"\n'
+                 '[[candidates]]\nname = "eagle"\n'
+                 'command = "srv --port 1 --speculative-algorithm EAGLE3"\n'
+                 '[sweep]\nspeculative_num_steps = [1, 2, 3]\n')
+    p = load_plan(f)
+    assert [a.name for a in p.candidates] == ["eagle-num_steps1", "eagle-num_steps2",
+                                             "eagle-num_steps3"]
+    assert p.candidates[1].command[-2:] == ["--speculative-num-steps", "2"]
+
+
+def test_ab_runs_a_plan_end_to_end(tmp_path: Path) -> None:
+    port = free_port()
+    db = tmp_path / "db.duckdb"
+    with pytest.raises(InputError, match="arg.tps"):  # checked before anything starts
+        run_plan(plan(tmp_path, port, candidates=[Arm("fast", server(port, "--tps", "9"))]),
+                 db, stop_waits=FAST_STOP)
+    assert not (tmp_path / "runs").exists()
+    result = run_plan(plan(tmp_path, port), db, stop_waits=FAST_STOP)
+    names = [res.name for _, _, res in result.launches]
+    assert names == ["demo-baseline-r1", "demo-ngram-r1", "demo-ngram-r2", "demo-baseline-r2"]
+    assert all(res.status == "ok" for _, _, res in result.launches)
+    assert sorted(query(db, "SELECT name FROM runs WHERE env_complete")) == sorted(
+        (n,) for n in names)
+    (c,) = result.comparisons
+    assert c.env_status == "comparable", c.notes
+    # the stand-in's NGRAM arm runs at 550 tok/s against 700: a real regression, found
+    assert c.verdict == "regression" and result.exit_code == 1
+    assert c.speculation and c.speculation["baseline_tps"] > c.speculation["spec_tps"]
+    assert any("derived from the treatment" in n for n in c.notes)
+    assert set(result.rounds) == {"baseline", "ngram"}
+    assert all(v is not None for arm in result.rounds.values() for v in arm.values())
+
+
+def test_ab_cli_with_flags_json(tmp_path: Path) -> None:
+    port = free_port()
+    result = runner.invoke(app, [
+        "ab", "--baseline", shlex.join(server(port)), "--candidate",
+        shlex.join(server(port, "--speculative-algorithm", "NGRAM")), "--bench", bench(),
+        "--rounds", "1", "--name", "flags", "--out", str(tmp_path / "runs"), "--db",
+        str(tmp_path / "db.duckdb"), "--format", "json", "--ready-timeout", "60"])
+    assert result.exit_code in (0, 1, 4), result.output
+    out = json.loads(result.stdout)
+    assert [r["name"] for r in out["runs"]] == ["flags-baseline-r1", "flags-candidate-r1"]
+    assert out["exit_code"] == result.exit_code
+    assert out["comparisons"][0]["environment"]["status"] == "comparable"
+
+
+@pytest.mark.skipif(not os.environ.get("LOGPIPE_REAL_SGLANG"),
+                    reason="set LOGPIPE_REAL_SGLANG to the sglang-cpu folder to run")
+def test_ab_against_the_real_sglang_cpu_server(tmp_path: Path) -> None:
+    """Baseline against NGRAM on the real SGLang 0.5.23 CPU engine, 2 rounds ABBA, with
+    the example plan of sample_logs/real-cpu/ (several minutes)."""
+    os.environ["SGLANG_CPU"] = os.environ["LOGPIPE_REAL_SGLANG"]
+    p = load_plan(SAMPLES / "real-cpu" / "plan.toml")
+    p.out = tmp_path / "runs"
+    db = tmp_path / "db.duckdb"
+    result = run_plan(p, db)
+    assert [res.status for _, _, res in result.launches] == ["ok"] * 4
+    (c,) = result.comparisons
+    assert c.env_status == "comparable", c.notes
+    assert c.verdict in ("regression", "improvement", "no significant change")
+    assert query(db, "SELECT count(*) FROM runs WHERE env_complete") == [(4,)]
