@@ -397,6 +397,28 @@ def _echo_to_stderr(quiet: bool) -> Callable[[str], None]:
     return echo
 
 
+@app.command()
+def doctor(
+    files: Annotated[list[Path], typer.Argument(help="Files to examine.")],
+) -> None:
+    """Say what a file gives and what it does not: lines of each kind, the wrappers peeled
+    off them, rejected lines with their reasons, and lines that look like records (a batch
+    head, a throughput) but were not read.  Needs no database.  Exit 1 when any line was
+    rejected or left unread, 0 otherwise."""
+    from logpipe.doctor import diagnose
+    from logpipe.report import doctor_text
+
+    lost = False
+    for path in files:
+        try:
+            d = diagnose(path)
+        except LogpipeError as exc:
+            _fail(exc)
+        typer.echo(doctor_text(d), nl=False)
+        lost = lost or bool(d.unread_total or d.rejects_total)
+    raise typer.Exit(1 if lost else 0)
+
+
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def launch(
     ctx: typer.Context,

@@ -39,7 +39,7 @@ from logpipe.errors import InputError, LogpipeError
 
 READY_LINE = "The server is fired up and ready to roll"
 DEFAULT_PORT = 30000
-STOP_WAIT_S = (20.0, 10.0)
+STOP_WAIT_S = (30.0, 10.0)
 """Seconds to wait after SIGINT, then after SIGTERM, before the next signal."""
 TAIL_LINES = 20
 
@@ -148,12 +148,15 @@ class Server:
         return "timeout"
 
     def stop(self, waits: tuple[float, float] = STOP_WAIT_S) -> int | None:
-        """SIGINT, then SIGTERM, then SIGKILL to the whole process group, each after its
-        wait; returns the server's exit code."""
+        """SIGINT to the server (it shuts its own children down, as on Ctrl-C in its
+        terminal but without a KeyboardInterrupt traceback from each child), then SIGTERM
+        and SIGKILL to the whole process group, each after its wait; returns the server's
+        exit code."""
         try:
             if self.alive():
-                for sig, wait in ((signal.SIGINT, waits[0]), (signal.SIGTERM, waits[1])):
-                    self._signal(sig)
+                for sig, wait, group in ((signal.SIGINT, waits[0], False),
+                                         (signal.SIGTERM, waits[1], True)):
+                    self._signal(sig, group)
                     try:
                         self.proc.wait(timeout=wait)
                         break
@@ -168,9 +171,12 @@ class Server:
             self._log.close()
         return self.proc.returncode
 
-    def _signal(self, sig: int) -> None:
+    def _signal(self, sig: int, group: bool = True) -> None:
         try:
-            os.killpg(self.proc.pid, sig)
+            if group:
+                os.killpg(self.proc.pid, sig)
+            else:
+                os.kill(self.proc.pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
 

@@ -62,6 +62,7 @@ from logpipe.readers import (
 from logpipe.server_args import redact, redact_text
 from logpipe.sources import HEAD_BYTES, bench, detect, phases, request_metrics, torch_trace
 from logpipe.sources.sglang_log import NAME as SGLANG
+from logpipe.sources.sglang_log import SOURCE as SGLANG_SOURCE
 from logpipe.sources.sglang_log import (
     Launch,
     LogState,
@@ -70,6 +71,7 @@ from logpipe.sources.sglang_log import (
     finish_chunk,
     prepare_block,
 )
+from logpipe.sources.sglang_log import sniff as sglang_sniff
 from logpipe.store import Spool, Store
 from logpipe.traces import apply_trace_env, ingest_trace, link_by_profile_id
 
@@ -98,6 +100,8 @@ class FileResult:
     runs_created: int = 0
     noise: int = 0
     detail: str | None = None
+    unread: int = 0
+    """Lines that look like records (batch head, throughput) but were not read."""
 
 
 @dataclass
@@ -107,6 +111,8 @@ class IngestResult:
     seconds: float = 0.0
     unlinked: list[str] = field(default_factory=list)
     """Benchmark records (``path:line``) not linked to any server run."""
+    duplicates: list[tuple[str, str]] = field(default_factory=list)
+    """Console summaries (``path:line``) ingested now that repeat a JSONL record, with it."""
 
     def count(self, status: str) -> int:
         return sum(1 for f in self.files if f.status == status)
@@ -214,6 +220,12 @@ def ingest_paths(
         with store.transaction():
             result.unlinked = link_records(store)
             apply_trace_env(store, options.tiers or Tiers.load())
+        touched = [f.path for f in result.files if f.rows.get("bench_results")]
+        if touched:
+            result.duplicates = [(f"{src}:{line}", dup) for src, line, dup in store.all(
+                "SELECT source_path, line_no, duplicate_of FROM bench_results WHERE "
+                "duplicate_of IS NOT NULL AND source_path IN (SELECT unnest(?)) ORDER BY 1, 2",
+                [touched])]
     result.seconds = time.perf_counter() - started
     return result
 
@@ -225,7 +237,12 @@ def _ingest_file(store: Store, path: Path, root: Path, options: EnvOptions,
         head = read_head(path, HEAD_BYTES)
     except OSError as exc:
         return FileResult(key, "failed", detail=f"cannot read: {exc}")
-    source = detect(head.decode("utf-8", errors="replace"))
+    text_head = head.decode("utf-8", errors="replace")
+    source = detect(text_head)
+    if source is not None and source.name == bench.CONSOLE.name and sglang_sniff(text_head):
+        # a run script that sent the server's output and bench_serving's summary to one
+        # file: read it as the server log it is; the summaries come with it
+        source = SGLANG_SOURCE
     if source is None:
         if progress:
             progress(path.stat().st_size)
@@ -369,10 +386,12 @@ def _ingest_log(store: Store, path: Path, key: str, kind: str, head: bytes,
         tail = b""
         if progress and offset:
             progress(min(offset, stat.st_size))
+        summaries_in_log = _ConsoleSummaries()
         with Spool(store) as spool, ThreadPoolExecutor(max_workers=AHEAD) as ahead, \
                 ThreadPoolExecutor(max_workers=1) as hashing:
             for block, prepared in _prepared_blocks(fh, ahead, state.lines + 1,
                                                     fallback_date):
+                summaries_in_log.feed(block, state.lines + 1)
                 hashing.submit(hasher.update, block)  # in order, off the main thread
                 tail = (block[-TAIL_HASH_BYTES:] if len(block) >= TAIL_HASH_BYTES
                         else (tail + block)[-TAIL_HASH_BYTES:])
@@ -381,9 +400,13 @@ def _ingest_log(store: Store, path: Path, key: str, kind: str, head: bytes,
                 _write_chunk(store, key, chunk, runs, res, spool)
                 rejected += chunk.rejects.height
                 noise += chunk.noise
+                res.unread += chunk.unread
                 if progress:
                     progress(len(block))
             spool.load()
+        n = summaries_in_log.write(store, key, runs.ids())
+        if n:
+            res.rows["bench_results"] = n
         res.lines = state.lines - lines_before
         res.noise = noise - (int(existing["noise_lines"] or 0) if existing else 0)
     finally:
@@ -443,6 +466,56 @@ def _prepared_blocks(fh: BinaryIO, ahead: ThreadPoolExecutor, first_line_no: int
         yield pending.popleft()
 
 
+class _ConsoleSummaries:
+    """``bench_serving`` summaries printed into a server log (a run script that sent both
+    to one file): found by their banner in the blocks as they stream by, written to
+    ``bench_results`` linked to the run whose lines they follow."""
+
+    BANNER = b"Serving Benchmark Result"
+
+    def __init__(self) -> None:
+        self.found: list[tuple[int, bytes]] = []
+        self._open: tuple[int, bytearray] | None = None
+
+    def feed(self, block: bytes, first_line_no: int) -> None:
+        if self._open is not None:  # a table cut by the block boundary
+            line_no, text = self._open
+            text += block[:64 * 1024]
+            self.found.append((line_no, bytes(text)))
+            self._open = None
+        pos = block.find(self.BANNER)
+        while pos >= 0:
+            start = block.rfind(b"\n", 0, pos) + 1
+            line_no = first_line_no + block.count(b"\n", 0, start)
+            chunk = block[start:start + 64 * 1024]
+            if len(chunk) < 64 * 1024 and not chunk.rstrip().endswith(b"="):
+                self._open = (line_no, bytearray(chunk))
+            else:
+                self.found.append((line_no, chunk))
+            pos = block.find(self.BANNER, pos + len(self.BANNER))
+
+    def write(self, store: Store, key: str, run_ids: dict[int, str]) -> int:
+        if self._open is not None:
+            self.found.append((self._open[0], bytes(self._open[1])))
+            self._open = None
+        rows = []
+        for line_no, data in self.found:
+            for start, row in bench.parse_console(data.decode("utf-8", errors="replace"))[:1]:
+                rows.append({"line_no": line_no + start - 1, **row})
+        if not rows:
+            return 0
+        frame = pl.DataFrame(rows, infer_schema_length=None)
+        runs = store.all("SELECT run_id, first_line FROM runs WHERE source_path = ? "
+                         "ORDER BY first_line", [key])
+        def run_of(line: int) -> str | None:
+            before = [rid for rid, first in runs if first is not None and first <= line]
+            return before[-1] if before else (runs[0][0] if runs else None)
+        frame = frame.with_columns(
+            pl.Series("run_id", [run_of(n) for n in frame["line_no"]], dtype=pl.String),
+            pl.lit(IN_LOG).alias("link_method"))
+        return store.insert("bench_results", frame, source_path=key)
+
+
 def _write_chunk(store: Store, key: str, chunk: ParsedChunk, runs: _RunBook,
                  res: FileResult, spool: Spool) -> None:
     """Write one parsed block: the bulky rows (batches, HTTP lines) to ``spool``, loaded
@@ -461,7 +534,8 @@ def _write_chunk(store: Store, key: str, chunk: ParsedChunk, runs: _RunBook,
     for table, frame in (("batches", chunk.batches), ("http_requests", chunk.http)):
         n = spool.add(table, with_run(frame), source_path=key)
         res.rows[table] = res.rows.get(table, 0) + n
-    for table, frame in (("events", chunk.events), ("rejects", chunk.rejects)):
+    for table, frame in (("events", chunk.events), ("rejects", chunk.rejects),
+                         ("line_prefixes", chunk.prefixes)):
         n = store.insert(table, with_run(frame), source_path=key)
         res.rows[table] = res.rows.get(table, 0) + n
     for table, frame in (("request_metrics", chunk.requests), ("phase_timings", chunk.phases)):
@@ -701,6 +775,36 @@ IN_LOG = "server log"
 LINK_TIME = {"traces": "coalesce(t.started_at, s.mtime)"}
 
 
+# bench_serving prints floats with two decimals: a console value equals its JSONL value
+# to that precision
+CONSOLE_PRECISION = 0.0051
+_DUPLICATES_SQL = f"""
+UPDATE bench_results SET duplicate_of = d.record
+FROM (
+    SELECT c.source_path, c.line_no,
+           min(j.source_path || ':' || j.line_no) AS record
+    FROM bench_results c JOIN bench_results j
+      ON c.run_id = j.run_id AND c.format = 'console' AND j.format = 'jsonl'
+     AND c.completed = j.completed
+     AND abs(c.duration_s - j.duration_s) <= {CONSOLE_PRECISION}
+     AND abs(c.output_throughput - j.output_throughput) <= {CONSOLE_PRECISION}
+     AND (c.total_output_tokens IS NULL OR c.total_output_tokens = j.total_output_tokens)
+    GROUP BY ALL
+) d
+WHERE bench_results.source_path = d.source_path AND bench_results.line_no = d.line_no
+  AND bench_results.duplicate_of IS DISTINCT FROM d.record
+"""
+
+
+def mark_duplicate_benchmarks(store: Store) -> None:
+    """One benchmark, one result: a console summary whose run also has the JSONL record of
+    the same measurement (same counts and duration, values equal to the console's printed
+    precision) names that record in ``duplicate_of``; the JSONL row is the one kept."""
+    store.con.execute("UPDATE bench_results SET duplicate_of = NULL WHERE duplicate_of IS NOT "
+                      "NULL AND run_id IS NULL")
+    store.con.execute(_DUPLICATES_SQL)
+
+
 def link_records(store: Store) -> list[str]:
     """Link benchmark records and phase dumps to the server run they measured; returns the
     unlinked benchmark records (``path:line``).
@@ -736,8 +840,10 @@ def link_records(store: Store) -> list[str]:
                     run_id, method = inside[0][0], "time window"
             store.con.execute(f"UPDATE {table} SET run_id = ?, link_method = ? "
                               "WHERE source_path = ?", [run_id, method, src])
+    mark_duplicate_benchmarks(store)
     unlinked = [f"{src}:{line}" for src, line in store.all(
-        "SELECT source_path, line_no FROM bench_results WHERE run_id IS NULL ORDER BY 1, 2")]
+        "SELECT source_path, line_no FROM bench_results WHERE run_id IS NULL "
+        "AND duplicate_of IS NULL ORDER BY 1, 2")]
     # server_info names the SGLang release the benchmark ran against (0.5.5+)
     store.con.execute(
         "UPDATE runs SET engine_version = v.version FROM (SELECT run_id, "

@@ -36,7 +36,7 @@ from logpipe.errors import DatabaseError, QueryError
 DEFAULT_DB = "logpipe.duckdb"
 DATA_TABLES = ("batches", "events", "http_requests", "rejects", "bench_results",
                "phase_timings", "request_metrics", "traces", "trace_kernels",
-               "trace_annotations", "trace_ops")
+               "trace_annotations", "trace_ops", "line_prefixes")
 
 
 def schemas_dir() -> Path:

@@ -96,11 +96,20 @@ def ingest_summary(result: IngestResult) -> str:
         f"  time: {result.seconds:.2f} s",
     ]
     if result.rows("bench_results"):
-        lines.insert(3, f"  benchmark records: {result.rows('bench_results')}")
+        dup = len(result.duplicates)
+        lines.insert(3, f"  benchmark records: {result.rows('bench_results')}" + (
+            f" ({dup} console summar{'y' if dup == 1 else 'ies'} of a benchmark whose "
+            "JSONL record is here too: one result each, the JSONL kept)" if dup else ""))
     if result.rows("trace_kernels") or result.rows("trace_ops"):
         lines.insert(3, "  profiler traces: " + ", ".join(
             f"{result.rows(t)} {t}" for t in ("trace_kernels", "trace_annotations",
                                               "trace_ops")))
+    unread = [f for f in result.files if f.unread]
+    if unread:
+        lines.append(f"  record-like lines not read: {sum(f.unread for f in unread)} in "
+                     + ", ".join(_display(f.path) for f in unread[:3])
+                     + (" ..." if len(unread) > 3 else "")
+                     + " (see `logpipe doctor FILE`)")
     for f in result.files:
         if f.status != "failed" and f.detail and f.kind == "torch_trace":
             lines.append(f"  note: {_display(f.path)}: {f.detail}")
@@ -308,6 +317,31 @@ def comparison_markdown(c: Any) -> str:
     lines += [f"- {x}" for x in _speculation_lines(c)]
     lines += [f"- {n}" for n in c.notes]
     return "\n".join(lines).rstrip() + "\n"
+
+
+# ----------------------------------------------------------------------------- doctor
+
+def doctor_text(d: Any) -> str:
+    """What ``logpipe doctor`` found in a file."""
+    if d.kind is None:
+        return f"{d.path}: not a recognised format (logpipe ingest skips it)\n"
+    if not d.counts:
+        return f"{d.path}: {d.kind} (a record file: `logpipe ingest` reads it whole)\n"
+    lines = [f"{d.path}: SGLang server log, {d.lines} line(s)"]
+    for name, n in d.counts.items():
+        lines.append(f"  {name}: {n}")
+    if d.events:
+        lines.append("  events by kind: " + ", ".join(
+            f"{k} {n}" for k, n in sorted(d.events.items(), key=lambda kv: -kv[1])))
+    lines.append("  wrappers peeled: " + (", ".join(f"{k} ({n} lines)" for k, n in
+                                                  d.wrappers.items()) or "none"))
+    lines.append(f"  rejected lines: {d.rejects_total}")
+    lines += [f"    line {n}: {reason}: {raw}" for n, reason, raw in d.rejects]
+    lines.append(f"  lines that look like records but were not read: {d.unread_total}")
+    lines += [f"    line {n}: {raw}" for n, raw in d.unread]
+    if d.unread_total > len(d.unread) or d.rejects_total > len(d.rejects):
+        lines.append("  (the first lines of each kind are listed; the counts are complete)")
+    return "\n".join(lines) + "\n"
 
 
 # ------------------------------------------------------------------- launch and ab

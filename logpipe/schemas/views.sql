@@ -270,7 +270,8 @@ SELECT r.name AS run, b.source_path, b.line_no, b.tool, b.link_method, b.max_con
                  / s.steady_gen_throughput - 1 END AS tpot_gap
 FROM bench_results b
 JOIN runs r USING (run_id)
-LEFT JOIN run_summary s USING (run_id);
+LEFT JOIN run_summary s USING (run_id)
+WHERE b.duplicate_of IS NULL;
 
 -- Per run and phase of a phase-timing dump: share of the cycle, ms per cycle, and the
 -- tok/s the cycle time implies (accepted tokens / cycle time).

@@ -31,10 +31,19 @@ from logpipe.server_args import parse_server_args, redact_text
 from logpipe.sources import Source, fastlane, register
 from logpipe.sources.sglang_batches import COLUMNS, parse_batches
 from logpipe.sources.sglang_events import ERROR_START, classify, event_attrs, parse_http
-from logpipe.sources.sglang_prefix import split_prefixes, timestamps
+from logpipe.sources.sglang_prefix import (
+    OUTER_TS_RE,
+    PID_RE,
+    SERVICE_RE,
+    split_prefixes,
+    timestamps,
+)
 from logpipe.sources.sglang_records import is_record, parse_records
 
 NAME = "sglang_server_log"
+RECORD_LIKE_RE = r"(?i)(?:prefill|decode) batch|throughput"
+"""What a line that may hold a measurement says: ingest counts such lines it did not read,
+and ``logpipe doctor`` lists them."""
 RAW_LIMIT = 2000
 MESSAGE_LIMIT = 100_000
 
@@ -117,6 +126,11 @@ class ParsedChunk:
     """``request_metrics`` rows from request-log lines (``run_seq``, ``line_no``, ...)."""
     phases: pl.DataFrame = field(default_factory=pl.DataFrame)
     """``phase_timings`` rows from ``phase_timings:`` lines."""
+    unread: int = 0
+    """Lines that look like records (a batch head, a throughput) but were not read."""
+    prefixes: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=PREFIX_SCHEMA))
+    """``line_prefixes`` rows: the outer prefix of record lines found by SGLang's signature
+    (``run_seq``, ``line_no``, ``prefix``, ``outer_ts``, ``service``, ``pid``)."""
 
 
 @lru_cache(maxsize=8192)
@@ -327,6 +341,9 @@ def finish_chunk(prepared: PreparedChunk, state: LogState, keep_text: bool = Fal
         on="run_seq",
     )
 
+    prefixes = outer_prefixes(df.filter(pl.col("cat").is_not_null()))
+    unread = df.filter(pl.col("cat").is_null() & pl.col("msg").str.contains(RECORD_LIKE_RE)).height
+
     if prepared.fast is not None:
         batches, http, runs = _merge_fast(prepared.fast, df, days, run_before, batches, http,
                                           runs)
@@ -345,7 +362,47 @@ def finish_chunk(prepared: PreparedChunk, state: LogState, keep_text: bool = Fal
         state.lines = int(last["line_no"][0])
     return ParsedChunk(batches=batches, events=events, http=http, rejects=rejects, runs=runs,
                        launches=launches, continuation=continuation, noise=noise,
-                       requests=requests, phases=phase_rows)
+                       requests=requests, phases=phase_rows, prefixes=prefixes,
+                       unread=unread)
+
+
+PREFIX_SCHEMA: dict[str, pl.DataType] = {
+    "run_seq": pl.Int64(), "line_no": pl.Int64(), "prefix": pl.String(),
+    "outer_ts": pl.Datetime("us"), "outer_ts_utc": pl.Boolean(), "service": pl.String(),
+    "pid": pl.Int64()}
+
+
+def outer_prefixes(lines: pl.DataFrame) -> pl.DataFrame:
+    """What the outer prefix of each line says (lines whose ``outer`` is set): the text,
+    a stamp (UTC when it names its zone; a syslog stamp takes the year of SGLang's), a
+    compose service, a pid."""
+    if "outer" not in lines.columns:
+        return pl.DataFrame(schema=PREFIX_SCHEMA)
+    rows = lines.filter(pl.col("outer").is_not_null() & (pl.col("outer") != ""))
+    if rows.height == 0:
+        return pl.DataFrame(schema=PREFIX_SCHEMA)
+    stamp = pl.col("outer").str.extract(OUTER_TS_RE, 1)
+    iso = stamp.str.replace(",", ".", literal=True).str.replace("T", " ", literal=True)
+    zoned = iso.str.contains(r"(Z|[+-]\d{2}:?\d{2})$")
+    parsed = (
+        pl.when(zoned).then(
+            iso.str.replace(r"Z$", "+00:00").str.replace(r"(\.\d{6})\d+", "$1")
+            .str.to_datetime("%Y-%m-%d %H:%M:%S%.f%:z", time_unit="us", strict=False)
+            .dt.convert_time_zone("UTC").dt.replace_time_zone(None))
+        .otherwise(pl.coalesce(
+            iso.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", time_unit="us", strict=False),
+            pl.concat_str([pl.col("ts").dt.year().cast(pl.String), pl.lit(" "), stamp])
+            .str.to_datetime("%Y %b %d %H:%M:%S", time_unit="us", strict=False)))
+    )
+    pid = pl.col("outer").str.extract_groups(PID_RE)
+    return rows.select(
+        "run_seq", "line_no", pl.col("outer").alias("prefix"),
+        parsed.alias("outer_ts"),
+        zoned.fill_null(False).alias("outer_ts_utc"),
+        pl.col("outer").str.extract(SERVICE_RE, 1).alias("service"),
+        pl.coalesce(pid.struct.field("1"), pid.struct.field("2")).cast(pl.Int64, strict=False)
+        .alias("pid"),
+    )
 
 
 def _merge_fast(lanes: fastlane.Lanes, df: pl.DataFrame, days: pl.DataFrame | None,
