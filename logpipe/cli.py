@@ -281,8 +281,12 @@ def check(
     rescan: Annotated[bool, typer.Option(
         "--rescan", help="Read every batch line instead of the per-run ranges ingest keeps "
                          "(after changing values in the tables by hand).")] = False,
+    update_cache: Annotated[bool, typer.Option(
+        "--update-cache", help="Keep the statistics and pair verdicts computed (opens the "
+                               "database for writing; migrates an older one).")] = False,
 ) -> None:
-    """Validate the database with great-expectations suites.
+    """Validate the database with great-expectations suites.  Read-only unless
+    --update-cache.
 
     Data quality, pairing (every speculative run has a same-environment baseline) and
     regressions.  One line per expectation with its failing rows.  Exit 0 all pass
@@ -294,7 +298,8 @@ def check(
     if fmt not in ("text", "markdown", "json"):
         _fail(LogpipeError(f"unknown format {fmt!r}", hint="use one of: text, markdown, json"))
     try:
-        report = run_checks(db, load_suites(suite, suite_file), rescan=rescan)
+        report = run_checks(db, load_suites(suite, suite_file), rescan=rescan,
+                            update_cache=update_cache)
     except LogpipeError as exc:
         _fail(exc)
     render = {"text": check_text, "markdown": check_markdown, "json": check_json}[fmt]

@@ -86,12 +86,9 @@ class RunSamples:
 
 def accept_rate_definition(version: str | None, mask: int | None) -> str:
     """The meaning of ``accept rate`` for a run's release (exact, or from its era)."""
-    if version:
-        parts = tuple(int(x) for x in version.split(".")[:3] if x.isdigit())
+    if version and eras.release(version) is not None:
         for first, last, text in ACCEPT_RATE_DEFINITIONS:
-            lo = tuple(int(x) for x in first.split("."))
-            hi = tuple(int(x) for x in last.split(".")) if last else (99,)
-            if lo <= parts <= hi:
+            if eras.in_range(version, first, last):
                 return text
         return "not printed before 0.5.4"
     if mask is None:

@@ -38,6 +38,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from logpipe.era import in_range
 from logpipe.errors import InputError
 from logpipe.server_args import is_secret_key
 from logpipe.store import schemas_dir
@@ -467,24 +468,13 @@ OVERRIDES: list[tuple[str, str, str | None, str]] = [
 ]
 
 
-def _version_tuple(v: str) -> tuple[int, ...]:
-    out = []
-    for part in v.split("."):
-        digits = "".join(ch for ch in part if ch.isdigit())
-        if not digits:
-            break
-        out.append(int(digits))
-    return tuple(out)
-
-
 def effective_overrides(version: str | None) -> dict[str, str]:
     """Variables SGLang ``version`` forces at launch, with the value it forces."""
     if not version:
         return {}
-    v = _version_tuple(version)[:3]
     out = {}
     for var, first, last, value in OVERRIDES:
-        if _version_tuple(first) <= v and (last is None or v <= _version_tuple(last)):
+        if in_range(version, first, last):
             out[var] = value
     return out
 

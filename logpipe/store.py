@@ -20,7 +20,9 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -70,6 +72,39 @@ def _config() -> dict[str, Any]:
     return {"autoinstall_known_extensions": False, "autoload_known_extensions": True}
 
 
+def lock_wait_s() -> float:
+    """How long to wait for a database another process holds (``LOGPIPE_LOCK_WAIT``)."""
+    try:
+        return float(os.environ.get("LOGPIPE_LOCK_WAIT", "120"))
+    except ValueError:
+        return 120.0
+
+
+def _connect(path: str, read_only: bool) -> duckdb.DuckDBPyConnection:
+    """Connect, waiting while another process holds the file (DuckDB allows one process
+    to have a database file open for writing, and no reader beside it): a second ingest
+    waits for the first to finish, saying so once, then goes on; past the wait it fails
+    clearly.  Nothing is written meanwhile, so the file is never corrupted."""
+    deadline = time.monotonic() + lock_wait_s()
+    said = False
+    while True:
+        try:
+            return duckdb.connect(path, read_only=read_only, config=_config())
+        except duckdb.Error as exc:
+            busy = "lock" in str(exc).lower()
+            if not busy or time.monotonic() >= deadline:
+                raise DatabaseError(
+                    f"cannot open database: {' '.join(str(exc).split())}", path=path,
+                    hint=("another process holds it (an ingest, or an open DuckDB shell): "
+                          "wait for it, or raise LOGPIPE_LOCK_WAIT (seconds)") if busy
+                    else "is it a DuckDB file written by DuckDB 2.0 or later?") from exc
+            if not said:
+                sys.stderr.write(f"logpipe: waiting for {path}: another process holds it "
+                                 f"(up to {lock_wait_s():g} s, LOGPIPE_LOCK_WAIT)\n")
+                said = True
+            time.sleep(0.25)
+
+
 class Store:
     """An open logpipe database."""
 
@@ -87,11 +122,7 @@ class Store:
         if read_only and not Path(path).exists():
             raise DatabaseError("database does not exist", path=path,
                                 hint="run `logpipe ingest PATH` first, or pass --db")
-        try:
-            con = duckdb.connect(path, read_only=read_only, config=_config())
-        except duckdb.Error as exc:
-            raise DatabaseError(f"cannot open database: {exc}", path=path,
-                                hint="is another process writing to it?") from exc
+        con = _connect(path, read_only)
         con.execute("SET enable_progress_bar = false")
         store = cls(con, path)
         if not read_only:

@@ -12,6 +12,7 @@ runs ingested or changed since the last check; ingest stays as fast as it was) a
 
 from __future__ import annotations
 
+from logpipe.rules import rules_key
 from logpipe.store import Store
 
 STATS = ("decode_lines", "steady_decode_lines", "steady_gen_throughput", "steady_accept_len",
@@ -37,12 +38,14 @@ FROM runs r LEFT JOIN run_summary_stats(?) s USING (run_id) WHERE r.run_id = ?
 
 
 def stale(store: Store) -> list[tuple[str, str]]:
-    """(run_id, current data key) of every run whose cached statistics are missing or out
-    of date."""
+    """(run_id, current key) of every run whose cached statistics are missing or out of
+    date: the key is the run's data key and the rules version (:mod:`logpipe.rules`), so
+    statistics computed by other steady-state rules are never served."""
     return [(str(r), str(k)) for r, k in store.all(
-        "SELECT k.run_id, k.data_key FROM run_data_keys k "
+        "SELECT k.run_id, k.data_key || '|' || ? AS key FROM run_data_keys k "
         "LEFT JOIN run_summary_cache c USING (run_id) "
-        "WHERE c.data_key IS DISTINCT FROM k.data_key")]
+        "WHERE c.data_key IS DISTINCT FROM k.data_key || '|' || ?",
+        [rules_key(), rules_key()])]
 
 
 def refresh(store: Store) -> int:

@@ -28,7 +28,8 @@ from typing import Any
 
 import duckdb
 
-from logpipe.store import Store, schemas_dir
+from logpipe.rules import rules_key
+from logpipe.store import Store
 
 Verdict = tuple[str, float | None, str]
 """(verdict, speedup, detail) of one pair."""
@@ -39,20 +40,6 @@ SELECT r.run_id,
            r.env, r.env_complete, r.format_era, r.era_mask, r.engine_version) AS VARCHAR))
 FROM runs r JOIN run_summary_cache c USING (run_id)
 """
-
-
-def rules_key() -> str:
-    """One hash over the code and views that decide a verdict."""
-    from logpipe import __version__, compare, env, era, query, stats, steady
-    from logpipe.checks import frames
-
-    h = hashlib.sha256(__version__.encode())
-    for module in (compare, env, era, query, stats, steady, frames):
-        h.update(Path(str(module.__file__)).read_bytes())
-    views = schemas_dir() / "views.sql"
-    if views.exists():
-        h.update(views.read_bytes())
-    return h.hexdigest()
 
 
 def _canonical(options: Any) -> str:

@@ -322,7 +322,9 @@ def test_pair_verdicts_are_kept_and_judged_again_when_an_input_changes(
 
     db = tmp_path / "v.duckdb"
     shutil.copy(sample_db, db)
-    check(db, "--suite", "regressions")  # judges every pair and keeps the verdicts
+    check(db, "--suite", "regressions")  # read-only: judges every pair, keeps nothing
+    assert query(db, "SELECT count(*) FROM pair_verdict_cache") == [(0,)]
+    check(db, "--suite", "regressions", "--update-cache")  # keeps the verdicts
     kept = query(db, "SELECT spec_run_id, baseline_run_id, pair_key, detail "
                      "FROM pair_verdict_cache ORDER BY ALL")
     assert len(kept) >= 2
@@ -345,9 +347,10 @@ def test_pair_verdicts_are_kept_and_judged_again_when_an_input_changes(
                 "AND line_no = (SELECT max(line_no) FROM batches WHERE run_id = ? "
                 "AND kind = 'decode')", [spec, spec])
     con.close()
-    check(db, "--suite", "regressions")  # a value changed in place is not seen...
+    check(db, "--suite", "regressions", "--update-cache")  # a value changed in place...
     assert "kept" in [r[0] for r in query(db, "SELECT detail FROM pair_verdict_cache")]
-    check(db, "--suite", "regressions", "--rescan")  # ...until every line is read
+    check(db, "--suite", "regressions", "--rescan", "--update-cache")  # ...until every
+    # line is read
     after = query(db, "SELECT spec_run_id, baseline_run_id, pair_key, detail "
                       "FROM pair_verdict_cache ORDER BY ALL")
     assert [r[:2] for r in after] == [r[:2] for r in kept]  # replaced, not added
@@ -356,7 +359,7 @@ def test_pair_verdicts_are_kept_and_judged_again_when_an_input_changes(
     assert "kept" not in [r[3] for r in after]
 
 
-def test_check_brings_a_database_of_an_older_logpipe_up_to_date(sample_db: Path,
+def test_check_updates_a_database_of_an_older_logpipe_only_when_asked(sample_db: Path,
                                                                  tmp_path: Path) -> None:
     import duckdb
 
@@ -370,7 +373,13 @@ def test_check_brings_a_database_of_an_older_logpipe_up_to_date(sample_db: Path,
     con.close()
     with Store.open(db, read_only=True) as store:
         assert store.outdated()
-    code, out = check(db, "--suite", "data_quality")
+    # read commands never write: the check says what to do
+    result = runner.invoke(app, ["check", "--db", str(db), "--suite", "data_quality"])
+    assert result.exit_code == 2
+    assert "written by an older logpipe" in result.output and "--update-cache" in result.output
+    with Store.open(db, read_only=True) as store:
+        assert store.outdated()
+    code, out = check(db, "--suite", "data_quality", "--update-cache")
     assert [r["status"] for r in out["results"] if r["status"] == "ERROR"] == []
     with Store.open(db, read_only=True) as store:
         assert not store.outdated() and store.columns("run_batch_ranges")
@@ -434,7 +443,35 @@ def test_check_reads_every_line_when_the_kept_ranges_drifted(sample_db: Path,
     code, out = check(db, "--suite", "data_quality")
     (row,) = failing(out, "token usage within [0, 1]")
     assert row["max_token_usage"] == 1.5
-    with Store.open(db, read_only=True) as store:  # repaired by the check
+    with Store.open(db, read_only=True) as store:  # read-only: nothing repaired
+        assert summaries.ranges_drifted(store) == [run_id]
+    code, out = check(db, "--suite", "data_quality", "--update-cache")
+    (row,) = failing(out, "token usage within [0, 1]")
+    assert row["max_token_usage"] == 1.5
+    with Store.open(db, read_only=True) as store:  # repaired when asked
         assert summaries.ranges_drifted(store) == []
         assert store.all("SELECT * FROM run_batch_ranges_cache ORDER BY run_id") == \
             store.all("SELECT * FROM run_batch_ranges ORDER BY run_id")
+
+
+def test_check_and_report_never_write_the_database(sample_db: Path, tmp_path: Path) -> None:
+    """Read commands open the database read-only: on a read-only file they work, and the
+    file's bytes are the same afterwards (stale statistics are computed for the check
+    alone)."""
+    import hashlib
+    import os
+    import stat
+
+    db = tmp_path / "ro.duckdb"
+    shutil.copy(sample_db, db)
+    os.chmod(db, stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+    before = hashlib.sha256(db.read_bytes()).hexdigest()
+    code, out = check(db)
+    assert code == 1 and out["results"]
+    report = runner.invoke(app, ["report", "--db", str(db), "-o", str(tmp_path / "r.html")])
+    assert report.exit_code in (0, 1), report.output
+    compare = runner.invoke(app, ["compare", "--db", str(db), "--run", "baseline-untuned",
+                                  "--run", "eagle3-untuned"])
+    assert compare.exit_code == 0, compare.output
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == before
+    assert not (tmp_path / "ro.duckdb.wal").exists()

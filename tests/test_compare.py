@@ -92,7 +92,8 @@ def test_unknown_run_and_ambiguous_prefix(sample_db: Path) -> None:
     assert result.exit_code == 2
     assert result.stderr.startswith("Error: no run named 'nope'")
     one = runner.invoke(app, ["compare", "--run", "plain", "--db", str(sample_db)])
-    assert one.exit_code == 2
+    assert one.exit_code == 3  # one run: paired with a baseline, and plain is not speculative
+    assert "plain is not a speculative run" in one.stdout
     ambiguous = runner.invoke(app, ["compare", "--run", "baseline-untuned", "--run",
                                     "eagle3-steps", "--db", str(sample_db)])
     assert ambiguous.exit_code == 2
@@ -280,3 +281,20 @@ def test_bootstrap_of_long_runs_is_m_out_of_n_and_agrees_with_the_full_one() -> 
     width_full, width_fast = full[1] - full[0], fast[1] - fast[0]
     assert abs(width_fast - width_full) < 0.25 * width_full
     assert abs((fast[0] + fast[1]) - (full[0] + full[1])) < 0.25 * width_full
+
+
+def test_energy_split_is_the_e_divisive_statistic_of_every_split() -> None:
+    """The O(n²) form picks the split the statistic's definition picks, which is
+    k(n−k)/n · scipy's energy distance² between the two sides."""
+    from scipy.stats import energy_distance
+
+    from logpipe.changepoints import _energy_split
+
+    rng = np.random.default_rng(3)
+    for n in (12, 40, 120):
+        for _ in range(10):
+            x = np.concatenate([rng.normal(0, 1, n // 3), rng.normal(rng.uniform(0, 3), 1,
+                                                                     n - n // 3)])
+            stat = [k * (n - k) / n * energy_distance(x[:k], x[k:]) ** 2
+                    for k in range(3, n - 3 + 1)]
+            assert _energy_split(x, 3) == 3 + int(np.argmax(stat))

@@ -239,3 +239,17 @@ def test_log_and_manifest_disagree_the_log_wins_and_both_are_kept(tmp_path: Path
     entry = json.loads(env)["NCCL_ALGO"]
     assert entry["value"] == "Ring" and entry["source"] == "log"
     assert "says 'Tree'" in entry["conflict"]
+
+
+def test_one_run_is_paired_with_its_nearest_same_environment_baseline(sample_db: Path
+                                                                      ) -> None:
+    code, c = compare(sample_db, "eagle3-untuned")
+    assert code == 0 and c["reference"]["name"] == "baseline-untuned"
+    assert c["notes"][0].startswith("baseline chosen: baseline-untuned, the nearest in time")
+    assert round(c["speculation"]["speedup"] * 100, 1) == 20.7
+    # the unpaired run: no same-environment baseline, and the near miss says what differs
+    code, c = compare(sample_db, "qwen3-30b-eagle3-untuned")
+    assert code == 3
+    text = " ".join(c["notes"])
+    assert "no same-environment baseline for qwen3-30b-eagle3-untuned" in text
+    assert "qwen3-30b-baseline-tuned" in text and "NCCL_ALGO" in text

@@ -30,7 +30,7 @@ def test_blank_database_has_documented_columns(db: Path) -> None:
     assert set(docs) == {"sources", "runs", "run_env", "batches", "events",
                          "http_requests", "rejects", "bench_results", "phase_timings",
                          "request_metrics", "traces", "trace_kernels", "trace_annotations",
-                         "trace_ops"}
+                         "trace_ops", "line_prefixes"}
     with Store.open(db) as store:
         for table, columns in docs.items():
             assert store.columns(table) == columns, table

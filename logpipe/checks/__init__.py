@@ -25,7 +25,7 @@ from typing import Any
 import duckdb
 
 from logpipe import summaries
-from logpipe.errors import InputError, LogpipeError
+from logpipe.errors import DatabaseError, InputError, LogpipeError
 from logpipe.store import Store, schemas_dir
 from logpipe.verdicts import VerdictCache
 
@@ -182,17 +182,20 @@ class _Validator:
 
 
 def run_checks(db: str | Path, suites: list[Suite], options: Any = None, *,
-               rescan: bool = False) -> CheckReport:
+               rescan: bool = False, update_cache: bool = False) -> CheckReport:
     """Evaluate every check of ``suites`` against the database ``db``; ``rescan`` reads
     every batch line instead of the per-run ranges ingest keeps (after editing the
-    tables by hand).
+    tables by hand).  The database is only read: stale per-run statistics and new pair
+    verdicts are computed for this check alone, unless ``update_cache`` asks for them to
+    be kept (which opens the database for writing).  A database an older logpipe wrote is
+    refused with how to bring it up to date.
 
     The frames are computed first, while great-expectations (seconds to import) loads on
     another thread; then each frame is validated."""
     Store.open(db, read_only=True).close()  # a missing database fails before the wait
     with ThreadPoolExecutor(1) as pool:
         loading = pool.submit(_Validator)
-        frames = _frames(db, suites, rescan)
+        frames = _frames(db, suites, rescan, update_cache)
         validator = loading.result()
     results: list[CheckResult] = []
     for check, frame, error in frames:
@@ -217,13 +220,13 @@ def run_checks(db: str | Path, suites: list[Suite], options: Any = None, *,
     return CheckReport(results)
 
 
-def _frames(db: str | Path, suites: list[Suite],
-            rescan: bool = False) -> list[tuple[Check, Any, str | None]]:
+def _frames(db: str | Path, suites: list[Suite], rescan: bool = False,
+            update_cache: bool = False) -> list[tuple[Check, Any, str | None]]:
     """(check, pandas frame or None, error) for every check, in order."""
     from logpipe.checks.frames import FRAMES
 
     out: list[tuple[Check, Any, str | None]] = []
-    store, stale = _open_current(db, rescan)
+    store, stale = _open_current(db, rescan, update_cache)
     with store:
         _summarise_once(store, stale)
         verdicts = VerdictCache(store, unkeyed=stale)
@@ -242,16 +245,18 @@ def _frames(db: str | Path, suites: list[Suite],
                     out.append((check, None, str(exc)))
                 except Exception as exc:  # noqa: BLE001 - a broken user check is reported
                     out.append((check, None, f"{type(exc).__name__}: {exc}"))
-    verdicts.save(db)
+    if update_cache:
+        verdicts.save(db)
     return out
 
 
-def _open_current(db: str | Path, rescan: bool = False) -> tuple[Store, list[str]]:
-    """``db`` open read-only for the checks, brought up to date first when it needs it
-    (migrations and views of an older logpipe; per-run statistics missing or stale: a
-    database written before they were kept, or changed by hand).  Returns the store and
-    the runs still stale: the database could not be opened for writing (another process
-    holds it), so :func:`_summarise_once` computes them for this check only.
+def _open_current(db: str | Path, rescan: bool = False,
+                  update_cache: bool = False) -> tuple[Store, list[str]]:
+    """``db`` open read-only for the checks.  Returns the store and the runs whose kept
+    statistics are stale (changed by hand, or written before they were kept):
+    :func:`_summarise_once` computes them for this check only.  With ``update_cache`` the
+    stale statistics and drifted ranges are repaired in the database first.  A database
+    of an older logpipe (migrations or views missing) is refused, saying how to update it.
 
     ``run_batch_ranges`` (the keys that find stale statistics and the ranges the
     data-quality checks test) is read once, as a temporary table that shadows the view:
@@ -259,12 +264,19 @@ def _open_current(db: str | Path, rescan: bool = False) -> tuple[Store, list[str
     (lines added or deleted by hand) or ``rescan`` asks for every line to be read."""
     store = Store.open(db, read_only=True)
     stale: list[str] = []
+    if store.outdated() and not update_cache:
+        store.close()
+        raise DatabaseError(
+            "the database was written by an older logpipe (its schema needs a migration); "
+            "read commands never write", path=db,
+            hint="bring it up to date with `logpipe check --update-cache` (or any "
+                 "`logpipe ingest` into it)")
     try:
         if not store.outdated():
             kept = _scan_once(store, rescan)
             stale = [run_id for run_id, _ in summaries.stale(store)]
-            if not stale and kept:
-                return store, []
+            if (not stale and kept) or not update_cache:
+                return store, stale
     except duckdb.Error:
         pass  # written by an older logpipe: opening it for writing migrates it
     store.close()

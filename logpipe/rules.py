@@ -1,0 +1,30 @@
+"""The version of the rules that turn data into statistics and verdicts.
+
+Every cache of a computed result (per-run statistics, pair verdicts) is keyed on the data
+it was computed from *and* on :func:`rules_key`: the steady-state and pairing rules
+(``schemas/views.sql``), the tiers (``schemas/tiers.toml``) and :data:`RULES_VERSION`,
+which is raised whenever the judging code changes what it decides (not when a comment
+or a name changes).  Cached rows of other rules are never served.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from functools import lru_cache
+
+from logpipe.store import schemas_dir
+
+RULES_VERSION = 2
+"""Raise when compare, pairing, stats or steady-state code changes a verdict or a
+statistic (1: to 0.1.0; 2: capacity keys judged against the load, diagnostics never
+gate, graph-less runs have a steady state)."""
+
+
+@lru_cache(maxsize=1)
+def rules_key() -> str:
+    h = hashlib.sha256(f"rules {RULES_VERSION}".encode())
+    for name in ("views.sql", "tiers.toml"):
+        path = schemas_dir() / name
+        if path.exists():
+            h.update(path.read_bytes())
+    return h.hexdigest()[:16]
