@@ -344,17 +344,21 @@ def report(
     = Path("report.html"),
     db: DbOption = DEFAULT_DB,
     checks: Annotated[bool, typer.Option(help="Include the check suites.")] = True,
+    plan: Annotated[str | None, typer.Option(
+        help="Only the runs of this `ab` campaign (its plan's name).")] = None,
 ) -> None:
     """Write a self-contained HTML report whose plots work offline.
 
-    Throughput over time with warm-up, idle and profiled intervals shaded, steady-state
-    distributions, environment diffs, comparisons, checks, phase shares and the sweep
-    curve when one applies.
+    It leads with the experiment: each `ab` campaign's candidates against its baseline
+    (rounds side by side) and each speculative run against its same-environment baseline
+    (verdict, ratio with CI, speedup, break-even accept length); then the sweep curve, the
+    environment groups, throughput over time with warm-up, idle and profiled intervals
+    shaded, steady-state distributions, request latency, checks and phase shares.
     """
     from logpipe.report.html import build_report
 
     try:
-        result = build_report(db, output, run, with_checks=checks)
+        result = build_report(db, output, run, with_checks=checks, plan=plan)
     except LogpipeError as exc:
         _fail(exc)
     typer.echo(f"Wrote {result.path}: {len(result.runs)} run(s), {result.figures} plot(s)")

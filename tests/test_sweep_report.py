@@ -88,7 +88,7 @@ def report_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
                                  "eagle3-steps1", "--run", "eagle3-steps3", "--run", "evil",
                                  "--run", "h200-decode"])
     assert result.exit_code == 0, result.output
-    assert result.stdout == f"Wrote {out}: 6 run(s), 3 plot(s)\n"
+    assert result.stdout == f"Wrote {out}: 6 run(s), 4 plot(s)\n"
     return out
 
 
@@ -111,12 +111,18 @@ def test_report_is_self_contained_and_escaped(report_file: Path) -> None:
     tags = _Tags()
     tags.feed(text)
     assert tags.external == []  # nothing loaded from the network
-    assert tags.scripts == 1 + 3  # plotly.js inline, one call per figure
+    assert tags.scripts == 1 + 4  # plotly.js inline, one call per figure
     assert "<script>document.title" not in text
     assert "&lt;script&gt;document.title=&#x27;pwned&#x27;&lt;/script&gt;" in text
     assert "Sweep over speculative_num_steps" in text
-    assert "Comparisons against baseline-untuned" in text
-    assert "NOT comparable" in text  # the evil run differs in NCCL_ALGO/PROTO/P2P
+    # it leads with the experiment: each speculative run against its baseline
+    heads = re.findall(r"<h2>(.*?)</h2>", text)
+    assert heads[0] == "Speculative runs against their same-environment baselines"
+    assert "<td>eagle3-untuned</td><td>baseline-untuned</td><td>improvement</td>" in text
+    assert "<td>+20.7%</td><td>2.1</td><td>1.74</td>" in text
+    # then the environment groups: the evil run is apart, its NCCL differences named
+    groups = text[text.index("<h2>Environment groups"):]
+    assert "NCCL_ALGO: " in groups and "NCCL_P2P_LEVEL" in groups
     assert "Phase shares (speculative decoding)" in text
     assert "<td>verify</td><td>false</td><td>200</td><td>0.898</td>" in text
     assert "<td>eagle3-profiled</td><td>eagle3-untuned</td><td>33.0</td><td>75.9</td>" \
@@ -138,7 +144,7 @@ def test_report_renders_in_headless_chromium(report_file: Path, tmp_path: Path) 
          "--virtual-time-budget=10000", "--dump-dom", report_file.as_uri()],
         capture_output=True, text=True, timeout=120)
     dom = proc.stdout
-    assert dom.count('class="plot-container plotly"') == 3, proc.stderr[-2000:]
+    assert dom.count('class="plot-container plotly"') == 4, proc.stderr[-2000:]
     assert dom.count('class="main-svg"') >= 6
     assert "<title>pwned</title>" not in dom
     assert "logpipe report" in dom

@@ -58,7 +58,8 @@ def _table(columns: list[str], rows: list[list[Any]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _pick_runs(store: Store, refs: list[str] | None) -> list[tuple[str, str]]:
+def _pick_runs(store: Store, refs: list[str] | None,
+               plan: str | None = None) -> list[tuple[str, str]]:
     from logpipe.query import resolve_run
 
     if refs:
@@ -68,6 +69,15 @@ def _pick_runs(store: Store, refs: list[str] | None) -> list[tuple[str, str]]:
             out.append((rid, str(store.one("SELECT name FROM runs WHERE run_id = ?",
                                             [rid])[0])))  # type: ignore[index]
         return out
+    if plan is not None:
+        rows = store.all(
+            "SELECT r.run_id, r.name FROM runs r JOIN run_env e USING (run_id) "
+            "WHERE e.key = 'launch.plan' AND e.value = ? ORDER BY r.started_at, r.name",
+            [plan])
+        if not rows:
+            raise LogpipeError(f"no run of an `ab` campaign named {plan!r}",
+                               hint="campaigns are named by their plan: logpipe ab PLAN.toml")
+        return [(str(r), str(n)) for r, n in rows]
     rows = store.all(
         "SELECT run_id, name FROM run_summary WHERE steady_decode_lines > 0 "
         "ORDER BY env_complete DESC, started_at NULLS LAST, name LIMIT ?", [MAX_DEFAULT_RUNS])
@@ -75,6 +85,159 @@ def _pick_runs(store: Store, refs: list[str] | None) -> list[tuple[str, str]]:
         raise LogpipeError("no run with steady decode lines to report on",
                            hint="ingest logs first: logpipe ingest PATH")
     return [(str(r), str(n)) for r, n in rows]
+
+
+def _launch_facts(store: Store, run_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """Per run: the ``launch.*`` facts its manifest holds (plan, arm, round, status)."""
+    out: dict[str, dict[str, Any]] = {}
+    marks = ", ".join("?" for _ in run_ids)
+    for rid, key, value in store.all(
+            f"SELECT run_id, key, value FROM run_env WHERE key LIKE 'launch.%' "
+            f"AND run_id IN ({marks})", run_ids):
+        out.setdefault(str(rid), {})[str(key)[7:]] = value
+    return out
+
+
+def _ratio_cells(c: Any) -> list[Any]:
+    decode = [m for m in c.metrics if m.name == "decode throughput"]
+    if not decode:
+        return ["–", "–", "–"]
+    m = max(decode, key=lambda m: min(m.test.n_a, m.test.n_b))
+    ci = (f"{m.test.ci_low:.3f}–{m.test.ci_high:.3f}" if m.test.ci_low is not None else "–")
+    return [f"@{m.stratum} running", None if m.test.ratio is None else round(m.test.ratio, 3),
+            ci]
+
+
+def _spec_cells(c: Any) -> list[Any]:
+    s = c.speculation or {}
+    return [None if s.get("speedup") is None else f"{s['speedup'] * 100:+.1f}%",
+            None if s.get("accept_len") is None else round(s["accept_len"], 2),
+            None if s.get("break_even_accept_len") is None
+            else round(s["break_even_accept_len"], 2)]
+
+
+def _experiments(store: Store, runs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """What an engineer asks first: each campaign's candidates against its baseline with
+    the rounds side by side, and each speculative run against its same-environment
+    baseline."""
+    from logpipe.compare import DEFAULTS, compare_runs, load_run, pool
+
+    sections: list[tuple[str, str]] = []
+    ids = [rid for rid, _ in runs]
+    facts = _launch_facts(store, ids)
+    plans: dict[str, list[tuple[str, str, dict[str, Any]]]] = {}
+    for rid, name in runs:
+        f = facts.get(rid, {})
+        if f.get("plan"):
+            plans.setdefault(str(f["plan"]), []).append((rid, name, f))
+    in_plan = {rid for members in plans.values() for rid, _, _ in members}
+    for plan, members in plans.items():
+        arms: dict[str, list[tuple[str, str, dict[str, Any]]]] = {}
+        for m in members:
+            arms.setdefault(str(m[2].get("arm")), []).append(m)
+        rounds = sorted({int(f.get("round") or 0) for _, _, f in members})
+        tps = {rid: v for rid, v in store.all(
+            f"SELECT run_id, steady_gen_throughput FROM run_summary WHERE run_id IN "
+            f"({', '.join('?' for _ in members)})", [m[0] for m in members])}
+        rows = []
+        for arm, ms in arms.items():
+            by_round = {int(f.get("round") or 0): (rid, f) for rid, _, f in ms}
+            rows.append([arm] + [
+                (f"{tps[by_round[r][0]]:.1f}" if tps.get(by_round[r][0]) is not None else "–")
+                + ("" if by_round[r][1].get("status") in (None, "ok")
+                   else f" ({by_round[r][1].get('status')})")
+                if r in by_round else "" for r in rounds])
+        table = _table(["arm (steady decode tok/s)", *[f"round {r}" for r in rounds]], rows)
+        base_arm = next((a for a, ms in arms.items()
+                         if any(f.get("role") == "baseline" for _, _, f in ms)), None)
+        verdicts = []
+        if base_arm is not None:
+            base = pool(f"{plan}-{base_arm}", [load_run(store, rid) for rid, _, _ in
+                                               arms[base_arm]])
+            for arm, ms in arms.items():
+                if arm == base_arm:
+                    continue
+                cand = pool(f"{plan}-{arm}", [load_run(store, rid) for rid, _, _ in ms])
+                c = compare_runs(base, cand, DEFAULTS)
+                verdicts.append([arm, base_arm, c.verdict, *_ratio_cells(c), *_spec_cells(c),
+                                 "; ".join(c.notes[:3])])
+        body = table + (_table(["candidate", "baseline", "verdict", "stratum",
+                                "decode ratio", "95% CI", "speedup", "accept length",
+                                "break-even accept length", "notes"], verdicts)
+                        if verdicts else "<p>No baseline arm among these runs.</p>")
+        sections.append((f"Campaign {plan}: rounds side by side, rounds of an arm pooled",
+                         body))
+    from logpipe.compare import compare_with_baseline
+
+    rows = []
+    for rid, name in runs:
+        if rid in in_plan or store.one("SELECT role FROM runs WHERE run_id = ?",
+                                       [rid]) != ("speculative",):
+            continue
+        c = compare_with_baseline(store.path, rid)
+        rows.append([name, c.reference, c.verdict, *_ratio_cells(c), *_spec_cells(c),
+                     "; ".join(c.notes[:2])])
+    if rows:
+        sections.append(("Speculative runs against their same-environment baselines",
+                         _table(["speculative run", "baseline", "verdict", "stratum",
+                                 "decode ratio", "95% CI", "speedup", "accept length",
+                                 "break-even accept length", "notes"], rows)))
+    if not sections:
+        sections.append(("Experiments", "<p>No speculative run or `ab` campaign among "
+                                        "these runs.</p>"))
+    return sections
+
+
+def _environment_groups(store: Store, runs: list[tuple[str, str]]) -> tuple[str, str]:
+    """One group per identity fingerprint (runs without a manifest apart), and the
+    identity keys in which the groups differ."""
+    from logpipe.env import RunEnv, diff
+
+    groups: dict[str, list[tuple[str, RunEnv]]] = {}
+    for rid, name in runs:
+        env_json, complete, fp = store.one(
+            "SELECT env, env_complete, env_fingerprint FROM runs WHERE run_id = ?",
+            [rid]) or (None, False, None)
+        env = RunEnv.from_json(env_json, bool(complete))
+        key = str(fp) if complete else "unknown (no manifest)"
+        groups.setdefault(key, []).append((name, env))
+    rows = [[g, len(members), ", ".join(n for n, _ in members)]
+            for g, members in groups.items()]
+    body = _table(["environment (identity fingerprint)", "runs", "names"], rows)
+    reps = [(g, members[0]) for g, members in groups.items()]
+    diffs = []
+    for i in range(1, len(reps)):
+        g0, (n0, e0) = reps[0]
+        g, (n, e) = reps[i]
+        d = diff(n0, e0, n, e)
+        keys = [f"{it.key}: {it.a} → {it.b}" for it in d.identity]
+        diffs.append([g0, g, "; ".join(keys) or
+                      ("identity unknown: " + ", ".join(d.unknown.get(n, []) or
+                                                        d.unknown.get(n0, [])))])
+    if diffs:
+        body += _table(["group", "against group", "identity differences"], diffs)
+    return (f"Environment groups ({len(groups)})", body)
+
+
+def _latency(store: Store, runs: list[tuple[str, str]]) -> dict[str, Any] | None:
+    """Cumulative distributions of request latency (request records), per run."""
+    traces = []
+    for rid, name in runs:
+        values = sorted(v for (v,) in store.all(
+            "SELECT e2e_latency_s FROM request_metrics WHERE run_id = ? AND e2e_latency_s "
+            "IS NOT NULL", [rid]))
+        if not values:
+            continue
+        n = len(values)
+        traces.append({"type": "scatter", "mode": "lines", "name": name,
+                       "x": [v * 1000 for v in values], "y": [(k + 1) / n for k in range(n)],
+                       "line": {"shape": "hv"}})
+    if not traces:
+        return None
+    return {"data": traces, "layout": {
+        "title": {"text": "Request end-to-end latency (ms), cumulative share of requests"},
+        "height": 380, "xaxis": {"type": "log"}, "yaxis": {"range": [0, 1]},
+        "margin": {"l": 60, "r": 20, "t": 50, "b": 40}}}
 
 
 def _timeline(store: Store, runs: list[tuple[str, str]]) -> dict[str, Any]:
@@ -204,68 +367,38 @@ def _kernel_section(store: Store, runs: list[tuple[str, str]]) -> tuple[str, str
 
 
 def build_report(db: str | Path, out: str | Path, refs: list[str] | None = None,
-                 with_checks: bool = True) -> ReportResult:
-    """Write the HTML report for ``refs`` (default: up to 8 runs, captured ones first)."""
+                 with_checks: bool = True, plan: str | None = None) -> ReportResult:
+    """Write the HTML report for ``refs`` (default: up to 8 runs, captured ones first;
+    ``plan``: the runs of one ``ab`` campaign).  It leads with the experiment: campaigns
+    and speculative runs against their baselines, then the sweep curve, the environment
+    groups, the timelines with warm-up shaded, distributions and latency."""
     from plotly.offline import get_plotlyjs
 
     from logpipe.checks import load_suites, run_checks
-    from logpipe.compare import Options, compare
-    from logpipe.env import diff_runs
-    from logpipe.report import comparison_dict
     from logpipe.sweep import sweep
 
+    blocks: list[tuple[str, Any, Any]] = []  # ("section", title, html) | ("figure", id, fig)
     with Store.open(db, read_only=True) as store:
-        runs = _pick_runs(store, refs)
-        figures = [("timeline", _timeline(store, runs)),
-                   ("distributions", _distributions(store, runs))]
-    names = [n for _, n in runs]
-    sections: list[tuple[str, str]] = []
-
-    # environment diffs against the first run
-    env_rows = []
-    for name in names[1:]:
-        d = diff_runs(db, names[0], name)
-        status = "comparable" if d.comparable else (
-            "unknown environment" if not (d.complete_a and d.complete_b) else "NOT comparable")
-        for i in d.items:
-            if i.tier != "annotation":
-                env_rows.append([name, status, i.tier, i.key, i.a, i.b])
-        if not any(i.tier != "annotation" for i in d.items):
-            env_rows.append([name, status, "", "(no identity or treatment differences)", "",
-                             ""])
-    sections.append(("Environment vs " + names[0], _table(
-        ["run", "status", "tier", "key", names[0], "run's value"], env_rows)
-        if env_rows else "<p>Only one run selected.</p>"))
-
-    # comparisons: each run against the first
-    if len(names) > 1:
-        comps = compare(str(db), names, Options())
-        rows = []
-        for c in comps:
-            cd = comparison_dict(c)
-            for m in cd["metrics"]:
-                rows.append([c.candidate, c.verdict, m["metric"]
-                             + (f" @{m['stratum_running_req']}" if m["stratum_running_req"]
-                                is not None else ""),
-                             m["n"], [None if v is None else round(v, 2) for v in m["median"]],
-                             None if m["ratio"] is None else round(m["ratio"], 3),
-                             m["verdict"], m["detail"]])
-            if not cd["metrics"]:
-                rows.append([c.candidate, c.verdict, "", "", "", "", "", "; ".join(c.notes)])
-        sections.append((f"Comparisons against {names[0]}", _table(
-            ["candidate", "verdict", "metric", "n", "medians", "ratio", "metric verdict",
-             "detail"], rows)))
-
-    # sweep when one applies among these runs
-    quoted = ", ".join("'" + n.replace("'", "''") + "'" for n in names)
-    try:
-        result = sweep(str(db), "speculative_num_steps", where=f"name IN ({quoted})")
-    except LogpipeError:
-        result = None
-    if result is not None:
-        fig = _sweep_figure(result)
+        runs = _pick_runs(store, refs, plan)
+        for title, body in _experiments(store, runs):
+            blocks.append(("section", title, body))
+        names = [n for _, n in runs]
+        quoted = ", ".join("'" + n.replace("'", "''") + "'" for n in names)
+        try:
+            result = sweep(str(db), "speculative_num_steps", where=f"name IN ({quoted})")
+        except LogpipeError:
+            result = None
+        fig = _sweep_figure(result) if result is not None else None
         if fig is not None:
-            figures.append(("sweep", fig))
+            blocks.append(("figure", "sweep", fig))
+        title, body = _environment_groups(store, runs)
+        blocks.append(("section", title, body))
+        blocks.append(("figure", "timeline", _timeline(store, runs)))
+        blocks.append(("figure", "distributions", _distributions(store, runs)))
+        latency = _latency(store, runs)
+        if latency is not None:
+            blocks.append(("figure", "latency", latency))
+    sections: list[tuple[str, str]] = []
 
     if with_checks:
         report = run_checks(db, load_suites())
@@ -312,12 +445,17 @@ def build_report(db: str | Path, out: str | Path, refs: list[str] | None = None,
         f"{_e(datetime.now().isoformat(timespec='seconds'))} by logpipe {_e(__version__)} "
         f"from {_e(db)}.</p>",
     ]
-    for k, (fid, fig) in enumerate(figures):
-        parts.append(f"<div id='fig-{fid}' class='logpipe-figure'></div>")
-        parts.append(f"<script>Plotly.newPlot('fig-{fid}', {_safe_json(fig['data'])}, "
-                     f"{_safe_json(fig['layout'])}, {{responsive: true}});</script>")
-        if k == 1:
-            parts += [f"<h2>{_e(title)}</h2>{body}" for title, body in sections]
+    blocks += [("section", title, body) for title, body in sections]
+    figures = 0
+    for what, key, value in blocks:
+        if what == "section":
+            parts.append(f"<h2>{_e(key)}</h2>{value}")
+            continue
+        figures += 1
+        parts.append(f"<div id='fig-{key}' class='logpipe-figure'></div>")
+        parts.append(f"<script>Plotly.newPlot('fig-{key}', {_safe_json(value['data'])}, "
+                     f"{_safe_json(value['layout'])}, {{responsive: true}});</script>")
     parts.append("</body></html>")
     Path(out).write_text("\n".join(parts), encoding="utf-8")
-    return ReportResult(str(out), names, len(figures), [t for t, _ in sections])
+    return ReportResult(str(out), names, figures,
+                        [str(k) for w, k, _ in blocks if w == "section"])
