@@ -98,6 +98,9 @@ def ingest(
     replace: Annotated[bool, typer.Option(
         "--replace", help="Replace the rows of files edited in place (otherwise kept).")]
     = False,
+    tz: Annotated[str | None, typer.Option(
+        "--tz", help="Zone of the SGLang stamps (UTC, +02:00, Europe/Berlin), over what the "
+                     "manifest says.")] = None,
 ) -> None:
     """Detect and parse every file under PATHS into the database, idempotently.
 
@@ -127,7 +130,7 @@ def ingest(
     try:
         result = ingest_paths(paths, db, env=env_pairs, tags=tag_pairs, tiers_file=tiers,
                               bench_run=run, keep_request_text=keep_request_text,
-                              replace=replace, on_total=on_total,
+                              replace=replace, tz=tz, on_total=on_total,
                               progress=lambda n: progress.advance(task, n))
     except LogpipeError as exc:
         _fail(exc)

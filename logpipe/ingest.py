@@ -40,7 +40,7 @@ from typing import Any, BinaryIO
 
 import polars as pl
 
-from logpipe import __version__, era, summaries
+from logpipe import __version__, clock, era, summaries
 from logpipe.env import (
     RunEnv,
     Tiers,
@@ -185,6 +185,8 @@ class EnvOptions:
     """Store prompt and output text of request records (``--keep-request-text``)."""
     replace: bool = False
     """Replace the rows of files whose ingested bytes changed in place (``--replace``)."""
+    tz: str | None = None
+    """Zone of the SGLang stamps of the runs ingested now (``--tz``), over the manifest's."""
 
 
 def ingest_paths(
@@ -197,6 +199,7 @@ def ingest_paths(
     bench_run: str | None = None,
     keep_request_text: bool = False,
     replace: bool = False,
+    tz: str | None = None,
     progress: Progress | None = None,
     on_total: Callable[[int], None] | None = None,
 ) -> IngestResult:
@@ -204,12 +207,15 @@ def ingest_paths(
 
     ``env`` and ``tags`` (``--env``/``--tag``) are attached to every run ingested now and
     win over manifests; ``tiers_file`` overrides the default tiers; ``replace`` lets a file
-    edited in place replace its rows (otherwise they are kept and the file is reported).
+    edited in place replace its rows (otherwise they are kept and the file is reported);
+    ``tz`` is the zone of the SGLang stamps (``UTC``, ``+02:00``, an IANA name).
     """
     started = time.perf_counter()
+    if tz is not None:
+        clock.offset_of(tz)  # an unknown zone fails before anything is read
     db_path = Path(db)
     options = EnvOptions(dict(env or {}), dict(tags or {}), Tiers.load(tiers_file), bench_run,
-                         keep_request_text, replace)
+                         keep_request_text, replace, tz)
     files = walk([Path(p) for p in paths], exclude=[db_path])
     if on_total is not None:
         on_total(sum(f.stat().st_size for f, _ in files))
@@ -674,6 +680,7 @@ def attach_env(store: Store, key: str, manifests: list[Path], options: EnvOption
         tagged = env.entries.get("tag.profiled")
         instrumented = (blocking is not None and str(blocking.value).strip() == "1") or (
             tagged is not None and str(tagged.value).lower() in ("1", "true", "yes"))
+        _set_clock(store, run_id, env, options.tz)
         env_json, tags_json = env.to_json(), json.dumps(tags, default=str)
         unchanged = (env_json == old_env and env.fingerprint() == old_fp
                      and env.complete == old_complete and tags_json == old_tags
@@ -700,6 +707,44 @@ def attach_env(store: Store, key: str, manifests: list[Path], options: EnvOption
         store.insert("run_env", pl.DataFrame(
             rows, schema=["run_id", "key", "value", "tier", "source", "conflict"],
             orient="row"))
+
+
+_OUTER_OFFSET_SQL = """
+SELECT median(epoch(x.ts) - epoch(p.outer_ts)), count(*)
+FROM line_prefixes p
+JOIN (SELECT run_id, line_no, ts FROM batches WHERE run_id = $1
+      UNION ALL SELECT run_id, line_no, ts FROM events WHERE run_id = $1) x
+  USING (run_id, line_no)
+WHERE p.run_id = $1 AND p.outer_ts_utc AND x.ts IS NOT NULL
+"""
+
+
+def _set_clock(store: Store, run_id: str, env: RunEnv, tz: str | None) -> None:
+    """The offset of the run's stamps from UTC, and where it came from: ``--tz``, the
+    manifest (the host's zone at capture), or a host logger's zoned stamps beside
+    SGLang's; else unknown (NULL)."""
+    start = store.one("SELECT started_at FROM runs WHERE run_id = ?", [run_id])
+    at = start[0] if start else None
+    offset: int | None = None
+    source: str | None = None
+    declared = env.entries.get("host.utc_offset_s")
+    if tz is not None:
+        offset, source = clock.offset_of(tz, at), f"--tz {tz}"
+    elif declared is not None and declared.value is not None:
+        zone = env.entries.get("host.timezone")
+        name = str(zone.value) if zone is not None and zone.value else None
+        try:  # the zone's offset at the run's start (daylight saving), else as captured
+            offset = clock.offset_of(name, at) if name and "/" in name else int(declared.value)
+        except (InputError, TypeError, ValueError):
+            offset = int(declared.value)
+        source = "manifest"
+    else:
+        row = store.one(_OUTER_OFFSET_SQL, [run_id])
+        if row and row[1]:
+            offset, source = clock.rounded(float(row[0])), "outer stamps"
+    store.con.execute("UPDATE runs SET utc_offset_s = ?, clock_source = ? WHERE run_id = ? "
+                      "AND (utc_offset_s IS DISTINCT FROM ? OR clock_source IS DISTINCT FROM ?)",
+                      [offset, source, run_id, offset, source])
 
 
 def _ingest_records(store: Store, path: Path, key: str, kind: str,
@@ -771,8 +816,9 @@ def _ingest_trace(store: Store, path: Path, key: str, options: EnvOptions) -> Fi
 LINKED_TABLES = ("bench_results", "phase_timings", "request_metrics", "traces")
 IN_LOG = "server log"
 """link_method of records printed in the server log itself: they belong to its run."""
-# when a record file was written, for the time-window link
-LINK_TIME = {"traces": "coalesce(t.started_at, s.mtime)"}
+# when a record file was written, as an instant, for the time-window link (else the
+# file's modification time)
+LINK_TIME = {"traces": "t.started_at"}
 
 
 # bench_serving prints floats with two decimals: a console value equals its JSONL value
@@ -817,16 +863,19 @@ def link_records(store: Store) -> list[str]:
     synchronisation is marked profiled.
     """
     by_profile_id = link_by_profile_id(store)
-    runs = store.all("SELECT run_id, source_path, started_at, ended_at FROM runs")
+    runs = store.all("SELECT run_id, source_path, started_at, ended_at, utc_offset_s FROM runs")
     by_folder: dict[str, list[tuple[str, Any, Any]]] = {}
-    for run_id, src, start, end in runs:
-        by_folder.setdefault(str(Path(src).parent), []).append((run_id, start, end))
+    for run_id, src, start, end, offset in runs:  # spans as instants (one clock)
+        by_folder.setdefault(str(Path(src).parent), []).append(
+            (run_id, clock.to_utc(start, offset), clock.to_utc(end, offset)))
     for table in LINKED_TABLES:
         files = store.all(
-            f"SELECT DISTINCT t.source_path, {LINK_TIME.get(table, 's.mtime')} FROM {table} t "
-            "JOIN sources s ON s.path = t.source_path "
+            f"SELECT DISTINCT t.source_path, {LINK_TIME.get(table, 'NULL')}, s.mtime "
+            f"FROM {table} t JOIN sources s ON s.path = t.source_path "
             f"WHERE coalesce(t.link_method, '') NOT IN ('explicit', '{IN_LOG}')")
-        for src, mtime in files:
+        for src, utc_time, local_mtime in files:
+            # a trace's first event is UTC; a file's modification time is this host's
+            mtime = utc_time if utc_time is not None else clock.file_time_utc(local_mtime)
             if src in by_profile_id:
                 continue
             candidates = by_folder.get(str(Path(src).parent), [])

@@ -15,7 +15,7 @@ import json
 import random
 import sys
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from statistics import NormalDist
 from typing import Any
@@ -688,7 +688,7 @@ def phase_dump(tps: float, synchronized: bool, seed: int, start: datetime,
     rng = random.Random(seed)
     accepted = [2, 2, 3, 2, 1, 2, 3, 2, 2, 2]  # mean 2.1
     shares = {"draft": 0.072, "verify": 0.898, "draft_extend": 0.02, "other": 0.01}
-    t = start.timestamp()
+    t = start.replace(tzinfo=UTC).timestamp()  # the samples' clocks are UTC, wherever made
     lines = []
     for i in range(cycles):
         acc = accepted[i % len(accepted)]

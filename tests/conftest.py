@@ -1,4 +1,5 @@
-"""Shared fixtures.  Tests run with TZ=UTC so file-date fallbacks are deterministic."""
+"""Shared fixtures.  Tests run with TZ=America/Los_Angeles: a zone that is not UTC (and has
+daylight saving), so that nothing silently assumes the ingesting host runs on UTC."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-os.environ["TZ"] = "UTC"
+os.environ["TZ"] = "America/Los_Angeles"
 if hasattr(time, "tzset"):
     time.tzset()
 

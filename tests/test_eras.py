@@ -7,6 +7,7 @@ by the sample generator, so the generator and the parser cannot share a mistake.
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -111,7 +112,9 @@ def golden_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("golden")
     log = folder / "golden.log"
     log.write_text("".join(line + "\n" for _, line, _ in GOLDEN))
-    stamp = 1770076800  # 2026-02-03 00:00:00 UTC: the date of time-only stamps
+    # noon of 2026-02-03 on this host's clock: the date time-only stamps take (the file's
+    # modification date where the log was written, whatever the zone)
+    stamp = datetime(2026, 2, 3, 12, 0).timestamp()
     os.utime(log, (stamp, stamp))
     db = folder / "g.duckdb"
     result = ingest_paths([log], db)

@@ -32,9 +32,11 @@ def _ts(value: Any) -> datetime | None:
         return datetime.fromtimestamp(value, UTC).replace(tzinfo=None)
     if isinstance(value, str):
         try:
-            return datetime.fromisoformat(value.replace("Z", "+00:00")).replace(tzinfo=None)
+            when = datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
             return None
+        # an instant with its offset: kept as UTC (the offset is not just dropped)
+        return when.astimezone(UTC).replace(tzinfo=None) if when.tzinfo else when
     return None
 
 
