@@ -443,6 +443,8 @@ def launch(
     bench: Annotated[str | None, typer.Option(
         help="Bench command run once the server is ready ({out}, {port}, {name}, {host} "
              "are filled in); without it the server stays up until Ctrl-C.")] = None,
+    bench_timeout: Annotated[float | None, typer.Option(
+        help="Seconds after which the bench is stopped (the run is then failed).")] = None,
     db: DbOption = DEFAULT_DB,
     quiet: Annotated[bool, typer.Option(
         help="Show only logpipe's progress lines, not the server's output.")] = False,
@@ -460,8 +462,8 @@ def launch(
 
     try:
         result = run_launch(list(ctx.args), LaunchOptions(
-            name=name, out=out, ready_timeout=ready_timeout, bench=bench, db=Path(db),
-            echo=_echo_to_stderr(quiet)))
+            name=name, out=out, ready_timeout=ready_timeout, bench=bench,
+            bench_timeout=bench_timeout, db=Path(db), echo=_echo_to_stderr(quiet)))
     except LogpipeError as exc:
         _fail(exc)
     typer.echo(launch_text(result), nl=False)

@@ -189,6 +189,8 @@ class LaunchOptions:
     out: Path | None = None
     ready_timeout: float = 600.0
     bench: str | None = None
+    bench_timeout: float | None = None
+    """Seconds after which the bench is killed (and the launch reported failed)."""
     db: Path = Path("logpipe.duckdb")
     env: dict[str, str] = field(default_factory=dict)
     """Variables set for the server (and the bench) on top of this process's."""
@@ -242,8 +244,11 @@ def _server_info(host: str, port: int) -> dict[str, Any] | None:
     return None
 
 
-def _bench(command: list[str], out: Path, env: Mapping[str, str], echo: Echo | None) -> int:
-    """Run the bench; its output goes to ``bench_console.txt`` (and to ``echo``)."""
+def _bench(command: list[str], out: Path, env: Mapping[str, str], echo: Echo | None,
+           server: Server, timeout: float | None) -> tuple[int, str | None]:
+    """Run the bench; its output goes to ``bench_console.txt`` (and to ``echo``).  Returns
+    its exit code and why it was stopped, if it was: the server died under it, or it ran
+    past ``timeout`` seconds (it is then killed, with its process group)."""
     with open(out / "bench_console.txt", "wb") as log:
         try:
             proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -251,22 +256,66 @@ def _bench(command: list[str], out: Path, env: Mapping[str, str], echo: Echo | N
                                     start_new_session=True)
         except OSError as exc:
             log.write(f"cannot start the bench: {exc}\n".encode())
-            return 127
-        assert proc.stdout is not None
-        try:
+            return 127, None
+
+        def pump() -> None:
+            assert proc.stdout is not None
             for raw in iter(proc.stdout.readline, b""):
                 log.write(raw)
                 log.flush()
                 if echo is not None:
                     echo(raw.decode("utf-8", errors="replace").rstrip("\r\n"))
-            return proc.wait()
+
+        reader = threading.Thread(target=pump, daemon=True)
+        reader.start()
+        deadline = time.monotonic() + timeout if timeout else None
+        why = None
+        try:
+            while proc.poll() is None:
+                if not server.alive():
+                    why = f"the server exited during the bench (exit {server.proc.poll()})"
+                elif deadline is not None and time.monotonic() > deadline:
+                    why = f"the bench ran past --bench-timeout {timeout:g} s"
+                if why:
+                    _kill_group(proc)
+                    break
+                time.sleep(0.2)
         except BaseException:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait()
+            _kill_group(proc)
             raise
+        finally:
+            reader.join(timeout=5)
+        code = proc.wait()
+        if why is None and not server.alive():  # the bench failed because the server died
+            time.sleep(0.2)
+            why = f"the server exited during the bench (exit {server.proc.poll()})"
+        return code, why
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+class _TermAsInterrupt:
+    """SIGTERM (``timeout``, a job scheduler, ``kill``) stops a launch as Ctrl-C does:
+    children stopped, what was written kept, the run ingested."""
+
+    def __enter__(self) -> None:
+        self._old = None
+        if threading.current_thread() is threading.main_thread():
+            self._old = signal.signal(signal.SIGTERM, self._raise)
+
+    @staticmethod
+    def _raise(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    def __exit__(self, *exc: object) -> None:
+        if self._old is not None:
+            signal.signal(signal.SIGTERM, self._old)
 
 
 def _write_manifest(out: Path, command: list[str], env: Mapping[str, str],
@@ -289,7 +338,6 @@ def launch(command: list[str], options: LaunchOptions | None = None) -> LaunchRe
     if not command:
         raise InputError("no server command", hint="put it after `--`: logpipe launch -- "
                          "python -m sglang.launch_server ...")
-    echo = options.echo
     host, port = server_address(command)
     if port_in_use(host, port):
         raise LaunchError(f"port {port} on {host} is already in use",
@@ -300,6 +348,18 @@ def launch(command: list[str], options: LaunchOptions | None = None) -> LaunchRe
     info = {"name": name, **options.launch_info, "status": "starting"}
     _write_manifest(out, command, env, info)
     result = LaunchResult(name, out, "failed")
+    with _TermAsInterrupt():
+        _supervise(command, options, out, name, host, port, env, result)
+    _update_launch(out, status=result.status, server_exit=result.server_exit,
+                   bench_exit=result.bench_exit)
+    _ingest(out, options.db, result)
+    return result
+
+
+def _supervise(command: list[str], options: LaunchOptions, out: Path, name: str, host: str,
+               port: int, env: Mapping[str, str], result: LaunchResult) -> None:
+    """Start the server, wait for it, bench it, stop it: fills ``result``."""
+    echo = options.echo
     say = echo or (lambda _line: None)
     server = Server(command, out / "server.log", env, echo)
     try:
@@ -319,9 +379,14 @@ def launch(command: list[str], options: LaunchOptions | None = None) -> LaunchRe
             if options.bench:
                 bench = fill(options.bench, out=out, port=port, name=name, host=host)
                 say(f"logpipe: bench: {shlex.join(bench)}")
-                result.bench_exit = _bench(bench, out, env, echo)
-                result.status = "ok" if result.bench_exit == 0 else "bench failed"
-                if result.bench_exit != 0:
+                result.bench_exit, why = _bench(bench, out, env, echo, server,
+                                                options.bench_timeout)
+                result.status = "ok" if result.bench_exit == 0 and why is None \
+                    else "bench failed"
+                if why is not None:
+                    result.message = why
+                    result.tail = list(server.tail)
+                elif result.bench_exit != 0:
                     result.message = f"the bench exited with {result.bench_exit}"
             else:
                 say("logpipe: the server is up; benchmark it, then press Ctrl-C to stop it")
@@ -333,14 +398,10 @@ def launch(command: list[str], options: LaunchOptions | None = None) -> LaunchRe
     except KeyboardInterrupt:
         result.status = "ok" if not options.bench and server.ready_seen.is_set() \
             else "interrupted"
-        result.message = "stopped by Ctrl-C"
+        result.message = "stopped by Ctrl-C or SIGTERM"
     finally:
         say(f"logpipe: stopping {name}")
         result.server_exit = server.stop(options.stop_waits)
-    _update_launch(out, status=result.status, server_exit=result.server_exit,
-                   bench_exit=result.bench_exit)
-    _ingest(out, options.db, result)
-    return result
 
 
 def _ingest(out: Path, db: Path, result: LaunchResult) -> None:
@@ -384,6 +445,7 @@ class Plan:
     out: Path | None = None
     env: dict[str, str] = field(default_factory=dict)
     allow_env_diff: frozenset[str] = frozenset()
+    bench_timeout: float | None = None
 
     @property
     def arms(self) -> list[Arm]:
@@ -457,7 +519,8 @@ def load_plan(path: Path) -> Plan:
             ready_timeout=float(data.get("ready_timeout", 600)),
             out=Path(os.path.expandvars(data["out"])) if data.get("out") else None,
             env={k: str(v) for k, v in (data.get("env") or {}).items()},
-            allow_env_diff=frozenset(data.get("allow_env_diff", [])))
+            allow_env_diff=frozenset(data.get("allow_env_diff", [])),
+            bench_timeout=float(data["bench_timeout"]) if data.get("bench_timeout") else None)
     except KeyError as exc:
         raise InputError(f"plan is missing {exc.args[0]!r}", path=path,
                          hint="a plan needs baseline.command, bench and at least one "
@@ -538,7 +601,8 @@ def run_plan(plan: Plan, db: Path, *, echo: Echo | None = None,
         say(f"logpipe: [{i}/{len(schedule)}] {name}")
         res = launch(arm.command, LaunchOptions(
             name=name, out=out / name, ready_timeout=plan.ready_timeout, bench=plan.bench,
-            db=db, env={**plan.env, **arm.env}, stop_waits=stop_waits, echo=echo,
+            bench_timeout=plan.bench_timeout, db=db, env={**plan.env, **arm.env},
+            stop_waits=stop_waits, echo=echo,
             launch_info={"plan": plan.name, "arm": arm.name, "round": round_,
                          "role": "baseline" if arm is plan.baseline else "candidate"}))
         launches.append((round_, arm, res))

@@ -96,6 +96,11 @@ class Handler(BaseHTTPRequestHandler):
             self._reply(404, {})
             return
         n = int((req.get("sampling_params") or {}).get("max_new_tokens", 16))
+        self.state["served"] = self.state.get("served", 0) + 1
+        if self.opts.die_after and self.state["served"] > self.opts.die_after:
+            say("Scheduler hit an exception: stand-in told to die after "
+                f"{self.opts.die_after} requests")
+            os._exit(1)
         generate(self.opts, n, self.state)
         self._reply(200, {"text": "x" * n, "meta_info": {"completion_tokens": n}})
 
@@ -136,6 +141,8 @@ def main() -> None:
     p.add_argument("--hang", action="store_true")
     p.add_argument("--slow-start", type=float, default=0.0)
     p.add_argument("--ignore-sigint", action="store_true")
+    p.add_argument("--die-after", type=int, default=0,
+                   help="exit (as a crashed scheduler would) after this many requests")
     opts = p.parse_args()
     if opts.ignore_sigint:
         signal.signal(signal.SIGINT, signal.SIG_IGN)

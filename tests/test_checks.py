@@ -30,18 +30,24 @@ def failing(out: dict, name: str) -> list[dict]:
     return r["failing_rows"]
 
 
-def test_samples_fail_only_on_the_unpaired_run(sample_db: Path) -> None:
+def test_samples_fail_on_the_unpaired_run_and_the_real_ngram_regression(sample_db: Path
+                                                                        ) -> None:
     code, out = check(sample_db)
     assert code == 1
     fails = [r for r in out["results"] if r["status"] == "FAIL"]
     assert [(r["suite"], r["check"]) for r in fails] == [
-        ("pairing", "every speculative run has a same-environment baseline")]
+        ("pairing", "every speculative run has a same-environment baseline"),
+        ("regressions", "speculation is not slower than its paired baseline")]
     assert fails[0]["failing_rows"] == [{
         "run": "qwen3-30b-eagle3-untuned", "status": "unpaired",
         "reason": "baseline qwen3-30b-baseline-tuned differs only in NCCL_ALGO, "
                   "NCCL_P2P_LEVEL, NCCL_PROTO"}]
-    assert all(r["status"] in ("PASS", "WARN") for r in out["results"] if r["suite"] !=
-               "pairing")
+    # the real engine's campaign: NGRAM on a random tiny model is a real regression
+    assert [(r["spec_run"], r["baseline_run"], r["verdict"])
+            for r in fails[1]["failing_rows"]] == [
+        ("real-cpu-ngram-r1", "real-cpu-baseline-r1", "regression"),
+        ("real-cpu-ngram-r2", "real-cpu-baseline-r2", "regression")]
+    assert all(r["status"] in ("PASS", "WARN") for r in out["results"] if r not in fails)
     text = runner.invoke(app, ["check", "--db", str(sample_db)]).stdout
     assert "PASS  pairing" not in text
     assert "FAIL  pairing: every speculative run has a same-environment baseline" in text
@@ -59,6 +65,7 @@ def test_matching_baseline_makes_check_pass(tmp_path: Path) -> None:
         + "\n")
     (run / "env.json").write_text(json.dumps(
         g.mission_manifest(False, False, "2026-05-05T12:58:00+00:00", model=small)))
+    shutil.rmtree(logs / "real-cpu")  # its NGRAM regression is real, and not this test's
     db = tmp_path / "c.duckdb"
     ingest_paths([logs], db)
     code, out = check(db)

@@ -63,6 +63,37 @@ def test_cli_capture_writes_a_manifest(tmp_path: Path) -> None:
     assert result.stdout.startswith(f"Wrote {out}: ")
 
 
+def test_capture_records_the_packages_of_the_interpreter_that_runs_the_server(
+        tmp_path: Path) -> None:
+    """The manifest's packages are those of the server's Python, named by the command
+    (its first word, or the #! line of the script it runs), not logpipe's own."""
+    import sys
+
+    # a second environment, the server's, where "sglang 0.5.99" is installed
+    import venv
+
+    from logpipe.env import capture, interpreter_of
+    other = tmp_path / "server-venv"
+    venv.EnvBuilder(with_pip=False).create(other)
+    py = other / "bin" / "python"
+    site = next((other / "lib").glob("python3*/site-packages"))
+    dist = site / "sglang-0.5.99.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: sglang\nVersion: 0.5.99\n")
+    m = capture([str(py), "-m", "sglang.launch_server", "--tp", "2"])
+    assert m["packages_of"] == str(py)
+    assert m["packages"] == {"sglang": "0.5.99"}
+    ours = capture([sys.executable, "-c", "pass"])
+    assert ours["packages_of"] == sys.executable
+    assert ours["packages"].get("sglang") != "0.5.99"
+    script = tmp_path / "sglang"
+    script.write_text(f"#!{py}\nprint('serve')\n")
+    script.chmod(0o755)
+    assert interpreter_of([str(script), "serve"]) == str(py)
+    assert capture([str(script), "serve"])["packages_of"] == str(py)
+    assert m["timezone"]["name"] and isinstance(m["timezone"]["utc_offset_s"], int)
+
+
 def test_fingerprint_ignores_key_order_and_value_types() -> None:
     a = {"arg.tp_size": 8, "NCCL_ALGO": "Ring", "arg.mem_fraction_static": 0.85,
          "arg.disable_cuda_graph": False, "arg.quantization": None}

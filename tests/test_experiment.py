@@ -141,6 +141,56 @@ def test_failing_bench_still_stops_and_ingests(tmp_path: Path) -> None:
     assert res.run_ids and no_children_left(f"--port {port}")
 
 
+def test_server_dying_under_the_bench_stops_the_bench(tmp_path: Path) -> None:
+    port = free_port()
+    res = launch(server(port, "--die-after", "2"), LaunchOptions(
+        out=tmp_path / "crash", bench=bench(), db=tmp_path / "db.duckdb", ready_timeout=60,
+        stop_waits=FAST_STOP))
+    assert res.status == "bench failed" and res.exit_code == 2
+    assert "the server exited during the bench (exit 1)" in res.message
+    assert any("told to die after 2 requests" in t for t in res.tail)
+    assert no_children_left(f"--port {port}")
+
+
+def test_bench_timeout_stops_a_bench_that_hangs(tmp_path: Path) -> None:
+    port = free_port()
+    hang = shlex.join([sys.executable, "-c", "import time; time.sleep(120)"])
+    res = launch(server(port), LaunchOptions(
+        out=tmp_path / "slow", bench=hang, bench_timeout=2, db=tmp_path / "db.duckdb",
+        ready_timeout=60, stop_waits=FAST_STOP))
+    assert res.status == "bench failed"
+    assert "the bench ran past --bench-timeout 2 s" in res.message
+    assert no_children_left("time.sleep(120)") and no_children_left(f"--port {port}")
+
+
+def test_sigterm_to_logpipe_stops_the_children_and_keeps_the_run(tmp_path: Path) -> None:
+    """`timeout`, a job scheduler or `kill` ends logpipe with SIGTERM: the server and the
+    bench are stopped as on Ctrl-C, and the run is ingested."""
+    port = free_port()
+    db = tmp_path / "db.duckdb"
+    hang = shlex.join([sys.executable, "-c", "import time; time.sleep(120)"])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "logpipe.cli", "launch", "--out", str(tmp_path / "termed"),
+         "--bench", hang, "--db", str(db), "--quiet", "--", *server(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        log = tmp_path / "termed" / "server.log"
+        while time.monotonic() < deadline:
+            if log.exists() and "ready to roll" in log.read_text():
+                break
+            time.sleep(0.2)
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert "Run termed: interrupted (stopped by Ctrl-C or SIGTERM)" in out
+    assert query(db, "SELECT count(*) FROM runs") == [(1,)]
+    assert no_children_left("time.sleep(120)") and no_children_left(f"--port {port}")
+
+
 def test_port_in_use_is_refused_before_launching(tmp_path: Path) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -179,7 +229,7 @@ def test_ctrl_c_stops_the_children_and_keeps_what_was_written(tmp_path: Path) ->
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0, out
-    assert "Run manual: ok (stopped by Ctrl-C)" in out
+    assert "Run manual: ok (stopped by Ctrl-C or SIGTERM)" in out
     assert query(db, "SELECT count(*) > 0 FROM batches") == [(True,)]
     assert no_children_left(f"--port {port}")
 

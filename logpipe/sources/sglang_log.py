@@ -254,6 +254,10 @@ def finish_chunk(prepared: PreparedChunk, state: LogState, keep_text: bool = Fal
     requests, phase_rows, record_rejects = parse_records(
         df.filter(pl.col("cat") == "record").select("row", "line_no", "run_seq", "msg"),
         keep_text)
+    # ``row`` indexes this block's slow lines (which lines those are depends on the lane);
+    # the records keep their line numbers
+    requests = requests.drop("row", strict=False)
+    phase_rows = phase_rows.drop("row", strict=False)
     # Continuations: unprefixed, unrecognised lines belong to the preceding leader line.
     leader = (pl.col("has_prefix") | pl.col("cat").is_not_null()
               | pl.col("msg").str.contains(ERROR_START))
@@ -289,14 +293,21 @@ def finish_chunk(prepared: PreparedChunk, state: LogState, keep_text: bool = Fal
     launches: list[Launch] = []
     attrs: list[str] = []
     messages: list[str] = []
-    for kind, msg, cont, line_no, rseq in zip(
+    event_kinds: list[str] = []
+    interrupted = _interrupted(ev["kind"].to_list(), ev["cont"].to_list())
+    for i, (kind, msg, cont, line_no, rseq) in enumerate(zip(
         ev["kind"], ev["msg"], ev["cont"], ev["line_no"], ev["run_seq"], strict=True
-    ):
+    )):
         if kind == "error" and cont:
             a = event_attrs(kind, msg)
-            tail = [t.strip() for t in cont.splitlines() if t.strip()]
+            tail = [t.strip() for t in cont.splitlines() if t.strip()
+                    and not t.strip().startswith(_CHAINED)]
             if tail:
                 a["exception"] = tail[-1][:500]
+            if i in interrupted:
+                # the traceback a Python process prints when SIGINT stops it (Ctrl-C,
+                # `logpipe launch` stopping the server): the shutdown, not a failure
+                kind = "shutdown"
             attrs.append(json.dumps(a, default=str))
         else:
             attrs.append(_attrs_json(kind, msg))
@@ -306,7 +317,9 @@ def finish_chunk(prepared: PreparedChunk, state: LogState, keep_text: bool = Fal
             messages.append(redact_text(msg, args or {})[:MESSAGE_LIMIT])
         else:
             messages.append((msg + ("\n" + cont if cont else ""))[:MESSAGE_LIMIT])
-    events = ev.select("line_no", "ts", "run_seq", "kind").with_columns(
+        event_kinds.append(kind)
+    events = ev.select("line_no", "ts", "run_seq").with_columns(
+        pl.Series("kind", event_kinds, dtype=pl.String),
         pl.Series("message", messages, dtype=pl.String),
         pl.Series("attrs", attrs, dtype=pl.String),
     )
@@ -370,6 +383,27 @@ PREFIX_SCHEMA: dict[str, pl.DataType] = {
     "run_seq": pl.Int64(), "line_no": pl.Int64(), "prefix": pl.String(),
     "outer_ts": pl.Datetime("us"), "outer_ts_utc": pl.Boolean(), "service": pl.String(),
     "pid": pl.Int64()}
+
+
+_CHAINED = ("During handling of the above exception", "The above exception was the direct")
+
+
+def _interrupted(kinds: list[str], conts: list[str | None]) -> set[int]:
+    """Indexes of error events that are a KeyboardInterrupt traceback, or a traceback
+    chained into one ("During handling of the above exception...")."""
+    out: set[int] = set()
+    nxt = False
+    for i in range(len(kinds) - 1, -1, -1):
+        lines = [t.strip() for t in (conts[i] or "").splitlines() if t.strip()]
+        if kinds[i] != "error" or not lines:
+            nxt = False
+            continue
+        if lines[-1] == "KeyboardInterrupt" or (lines[-1].startswith(_CHAINED) and nxt):
+            out.add(i)
+            nxt = True
+        else:
+            nxt = False
+    return out
 
 
 def outer_prefixes(lines: pl.DataFrame) -> pl.DataFrame:
