@@ -499,6 +499,23 @@ def log_facts(events: Iterable[tuple[str, Mapping[str, Any]]]) -> dict[str, Any]
             for name in CAPACITY_FACTS:
                 if attrs.get(name) is not None:
                     facts.setdefault(f"effective.{name}", attrs[name])
+        elif kind == "load_weight":
+            if attrs.get("phase") == "begin" and attrs.get("avail_mem_gb") is not None:
+                facts.setdefault("effective.avail_mem_gb_at_load", attrs["avail_mem_gb"])
+            if attrs.get("dtype"):
+                facts.setdefault("effective.weight_dtype", attrs["dtype"])
+            if attrs.get("mem_usage_gb") is not None and attrs.get("phase") == "end":
+                facts.setdefault("effective.weight_mem_gb", attrs["mem_usage_gb"])
+        elif kind == "kv_cache":
+            if attrs.get("dtype"):
+                facts.setdefault("effective.kv_cache_dtype", attrs["dtype"])
+            if attrs.get("num_tokens") is not None:
+                facts.setdefault("effective.kv_cache_tokens", attrs["num_tokens"])
+        elif kind == "graph_capture" and isinstance(attrs.get("bs"), list):
+            facts.setdefault("effective.cuda_graph_bs", attrs["bs"])
+        elif kind == "startup_timings":
+            for name, value in attrs.items():
+                facts.setdefault(f"startup.{name}", value)
     return facts
 
 
@@ -617,6 +634,12 @@ def diff(name_a: str, a: RunEnv, name_b: str, b: RunEnv) -> EnvDiff:
         va = ea.value if ea else None
         vb = eb.value if eb else None
         if ea and eb and canonical(va) == canonical(vb):
+            continue
+        one = ea or eb
+        if (ea is None or eb is None) and one is not None and one.source == "log" and not (
+                key.startswith("NCCL_") and "nccl.debug_info" in (b if ea else a).entries):
+            # one log says it and the other does not: unknown there, not known to differ
+            # (an NCCL variable the other run's NCCL INFO lines do not list is unset)
             continue
         tier = (ea or eb).tier  # type: ignore[union-attr]
         items.append(DiffItem(key, tier, va if ea else UNSET, vb if eb else UNSET,

@@ -670,7 +670,8 @@ def attach_env(store: Store, key: str, manifests: list[Path], options: EnvOption
         tags.update(options.tags)
         said = log_facts((kind, json.loads(attrs) if attrs else {}) for kind, attrs in store.all(
             "SELECT kind, attrs FROM events WHERE run_id = ? AND kind IN ('nccl_env', "
-            "'nccl_version', 'setting_adjusted', 'attention_backend', 'capacity') "
+            "'nccl_version', 'setting_adjusted', 'attention_backend', 'capacity', "
+            "'load_weight', 'kv_cache', 'graph_capture', 'startup_timings') "
             "ORDER BY line_no", [run_id]))
         env = build_env(tiers=tiers, manifests=loaded,
                         server_args=json.loads(server_args) if server_args else None,

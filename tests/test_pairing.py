@@ -31,7 +31,7 @@ def write_run(root: Path, name: str, *, spec: bool = False, tps: float = 80.0,
               concurrency: int = 1, args: dict[str, Any] | None = None,
               flags: list[str] | None = None, manifest: bool = True,
               nccl: dict[str, str] | None = None, warmup_lines: int = 0,
-              seed: int = 1, requests: int = 6) -> Path:
+              seed: int = 1, requests: int = 6, steps: int = 2) -> Path:
     """A run folder: ``server.log`` and, with ``manifest``, the ``env.json`` that
     ``logpipe env capture -- CMD`` would have written (launch command with ``flags``)."""
     folder = root / name
@@ -40,8 +40,8 @@ def write_run(root: Path, name: str, *, spec: bool = False, tps: float = 80.0,
     over: dict[str, Any] = {"cuda_graph_bs": BASE_BS}
     if spec:
         over.update(speculative_algorithm="EAGLE3", speculative_draft_model_path="draft/e3",
-                    speculative_num_steps=2, speculative_eagle_topk=1,
-                    speculative_num_draft_tokens=3, max_running_requests=48,
+                    speculative_num_steps=steps, speculative_eagle_topk=1,
+                    speculative_num_draft_tokens=steps + 1, max_running_requests=48,
                     cuda_graph_bs=SPEC_BS)
         log.raw("Max running requests is reset to 48 for speculative decoding. You can "
                 "override this by explicitly setting --max-running-requests.")
@@ -63,8 +63,9 @@ def write_run(root: Path, name: str, *, spec: bool = False, tps: float = 80.0,
         command = ["python", "-m", "sglang.launch_server", "--model-path", MODEL, *(flags or [])]
         if spec:
             command += ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path",
-                        "draft/e3", "--speculative-num-steps", "2",
-                        "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "3"]
+                        "draft/e3", "--speculative-num-steps", str(steps),
+                        "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens",
+                        str(steps + 1)]
         m["command"] = " ".join(command)
         m["launch_args"] = {}
         (folder / "env.json").write_text(json.dumps(m))
@@ -253,3 +254,20 @@ def test_one_run_is_paired_with_its_nearest_same_environment_baseline(sample_db:
     text = " ".join(c["notes"])
     assert "no same-environment baseline for qwen3-30b-eagle3-untuned" in text
     assert "qwen3-30b-baseline-tuned" in text and "NCCL_ALGO" in text
+
+
+def test_sweep_pairs_speculative_runs_with_a_baseline_whose_derived_settings_differ(
+        tmp_path: Path) -> None:
+    write_run(tmp_path, "base", tps=62.9)
+    write_run(tmp_path, "steps1", spec=True, tps=70.5, steps=1, seed=3)
+    write_run(tmp_path, "steps2", spec=True, tps=75.9, steps=2, seed=4)
+    db = tmp_path / "db.duckdb"
+    ingest_paths([tmp_path], db)
+    result = runner.invoke(app, ["sweep", "--by", "speculative_num_steps", "--db", str(db),
+                                 "--format", "json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    (group,) = out["groups"]
+    assert group["baseline_runs"] == ["base"] and group["baseline_median"] == 62.9
+    assert [p["value"] for p in group["points"]] == ["1", "2"] and group["best"] == ["2"]
+    assert round(group["points"][1]["speedup"] * 100, 1) == 20.7

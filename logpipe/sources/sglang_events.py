@@ -35,6 +35,7 @@ EVENT_KINDS: list[tuple[str, str]] = [
     ("memory_pool", r"^Memory pool end\."),
     ("graph_capture", r"^Capture .*graph (?:begin|end)\b|^Capture cuda graph bs "),
     ("capacity", r"^max_total_num_tokens="),
+    ("startup_timings", r"^Engine startup timings \(s\): "),
     ("profiling_start", r"^Profiling (?:starts|enabled)"),
     ("profiling_stop", r"^(?:Stop profiling|Profiling done)"),
     ("retract", r"(?:KV cache pool is full\. Retract requests|Decode out of memory happened)"),
@@ -96,6 +97,8 @@ _KV_RE = re.compile(
     r"(?P<k>[A-Za-z#_][\w #]*?)\s*(?:=|: )\s*(?P<v>\[[^\]]*\]|[^,\s]+)(?P<unit> GB| s\b)?"
 )
 _PHASE_RE = re.compile(r"\b(begin|end|ends|starts|done)\b", re.IGNORECASE)
+_GRAPH_BS_RE = re.compile(r"^Capture cuda graph bs (\[[\d, ]*\])")
+_TIMING_RE = re.compile(r"(\w+)=([\d.]+)")
 _GRAPH_RE = re.compile(r"^Capture (?P<what>.*?) graph (?P<phase>begin|end)", re.IGNORECASE)
 
 
@@ -171,6 +174,18 @@ def event_attrs(kind: str, message: str) -> dict[str, Any]:
         if m:
             attrs["target"] = m.group("what").lower()
             attrs["phase"] = m.group("phase").lower()
+        sizes = _GRAPH_BS_RE.match(message)
+        if sizes:  # "Capture cuda graph bs [1, 2, 4, ...]" (0.4.7-0.5.13)
+            try:
+                attrs["bs"] = json.loads(sizes.group(1))
+            except ValueError:
+                pass
+            return attrs
+    if kind == "startup_timings":  # "load_weight=0.07, ..., cuda_graph={prefill=0.00, ...}"
+        body = message.split(":", 1)[1]
+        for key, value in _TIMING_RE.findall(re.sub(r"\{[^}]*\}", "", body)):
+            attrs[f"{key}_s"] = _number(value)
+        return attrs
     else:
         p = _PHASE_RE.search(message)
         if p and kind in {"dist_init", "load_weight"}:
