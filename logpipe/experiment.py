@@ -446,6 +446,8 @@ class Plan:
     env: dict[str, str] = field(default_factory=dict)
     allow_env_diff: frozenset[str] = frozenset()
     bench_timeout: float | None = None
+    sweep_key: str | None = None
+    """The server argument a ``[sweep]`` varies across the candidates."""
 
     @property
     def arms(self) -> list[Arm]:
@@ -535,6 +537,7 @@ def load_plan(path: Path) -> Plan:
                     expanded.append(Arm(f"{cand.name}-{short}{v}",
                                         _with_flag(cand.command, key, v), dict(cand.env)))
         plan.candidates = expanded
+        plan.sweep_key = next(iter(sweep))
     check_plan(plan)
     return plan
 
@@ -582,6 +585,8 @@ class PlanResult:
     comparisons: list[Any] = field(default_factory=list)
     rounds: dict[str, dict[int, float | None]] = field(default_factory=dict)
     """Per arm: each round's steady decode throughput (median)."""
+    sweep: Any = None
+    """The sweep over the plan's ``[sweep]`` key, among its runs (:mod:`logpipe.sweep`)."""
     notes: list[str] = field(default_factory=list)
     exit_code: int = 0
 
@@ -650,6 +655,15 @@ def _judge_plan(result: PlanResult, db: Path, options: Any) -> None:
             result.comparisons.append(compare_runs(base, pc, options))
     for c in result.comparisons:
         _rounds_note(result, c)
+    if plan.sweep_key is not None:
+        from logpipe.sweep import sweep
+
+        names = ", ".join("'" + res.name.replace("'", "''") + "'"
+                          for _, _, res in result.launches)
+        try:
+            result.sweep = sweep(str(db), plan.sweep_key, where=f"name IN ({names})")
+        except LogpipeError as exc:
+            result.notes.append(f"no sweep over {plan.sweep_key}: {exc}")
     if result.comparisons:
         code = overall_exit(result.comparisons)
         result.exit_code = result.exit_code or code

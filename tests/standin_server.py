@@ -54,6 +54,7 @@ def server_args(opts: argparse.Namespace) -> dict[str, Any]:
         "disable_overlap_schedule": bool(spec),
         "speculative_algorithm": spec,
         "speculative_num_draft_tokens": 12 if spec else None,
+        "speculative_num_steps": opts.speculative_num_steps,
         "api_key": None,
     }
 
@@ -134,6 +135,7 @@ def main() -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--model-path", default="/models/tiny")
     p.add_argument("--speculative-algorithm", default=None)
+    p.add_argument("--speculative-num-steps", type=int, default=None)
     # the speed comes from the environment (STANDIN_TPS), so that two arms of a plan can
     # differ in speed without differing in a server argument
     p.add_argument("--tps", type=float, default=float(os.environ.get("STANDIN_TPS", 700)))

@@ -54,6 +54,16 @@ def bench(*extra: str) -> str:
                        "--output-tokens", "12", "--output-file", "{out}/bench.jsonl", *extra])
 
 
+def wait_until_ready(log: Path, seconds: float = 60) -> None:
+    """Wait (bounded) until the server log a launch writes shows the ready line."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if log.exists() and "ready to roll" in log.read_text():
+            return
+        time.sleep(0.2)
+    pytest.fail(f"the stand-in never became ready ({log})")
+
+
 def no_children_left(marker: str) -> bool:
     out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     return not any(marker in line and "ps -eo" not in line for line in out.splitlines())
@@ -174,12 +184,7 @@ def test_sigterm_to_logpipe_stops_the_children_and_keeps_the_run(tmp_path: Path)
          "--bench", hang, "--db", str(db), "--quiet", "--", *server(port)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 60
-        log = tmp_path / "termed" / "server.log"
-        while time.monotonic() < deadline:
-            if log.exists() and "ready to roll" in log.read_text():
-                break
-            time.sleep(0.2)
+        wait_until_ready(tmp_path / "termed" / "server.log")
         time.sleep(1.0)
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=60)
@@ -213,14 +218,7 @@ def test_ctrl_c_stops_the_children_and_keeps_what_was_written(tmp_path: Path) ->
          "--db", str(db), "--quiet", "--", *server(port)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 60
-        log = tmp_path / "manual" / "server.log"
-        while time.monotonic() < deadline:
-            if log.exists() and "ready to roll" in log.read_text():
-                break
-            time.sleep(0.2)
-        else:
-            pytest.fail("the stand-in never became ready")
+        wait_until_ready(tmp_path / "manual" / "server.log")
         subprocess.run([sys.executable, str(BENCH), "--port", str(port), "--num-prompts", "2"],
                        check=True, timeout=60)
         proc.send_signal(signal.SIGINT)
@@ -308,6 +306,28 @@ def test_ab_runs_a_plan_end_to_end(tmp_path: Path) -> None:
     assert any("derived from the treatment" in n for n in c.notes)
     assert set(result.rounds) == {"baseline", "ngram"}
     assert all(v is not None for arm in result.rounds.values() for v in arm.values())
+
+
+def test_ab_plan_with_a_sweep_ends_with_the_sweep(tmp_path: Path) -> None:
+    port = free_port()
+    plan_file = tmp_path / "sweep.toml"
+    srv = shlex.join(server(port))
+    plan_file.write_text(
+        f'name = "sw"\nrounds = 1\nready_timeout = 60\nbench = {json.dumps(bench())}\n'
+        f'[baseline]\ncommand = {json.dumps(srv)}\nenv = {{ STANDIN_TPS = "600" }}\n'
+        f'[[candidates]]\nname = "ngram"\n'
+        f'command = {json.dumps(srv + " --speculative-algorithm NGRAM")}\n'
+        f'env = {{ STANDIN_TPS = "650" }}\n'
+        '[sweep]\nspeculative_num_steps = [1, 2]\n')
+    p = load_plan(plan_file)
+    p.out = tmp_path / "runs"
+    result = run_plan(p, tmp_path / "db.duckdb", stop_waits=FAST_STOP)
+    assert [res.name for _, _, res in result.launches] == [
+        "sw-baseline-r1", "sw-ngram-num_steps1-r1", "sw-ngram-num_steps2-r1"]
+    assert len(result.comparisons) == 2
+    assert result.sweep is not None and result.sweep.key == "arg.speculative_num_steps"
+    (group,) = result.sweep.groups
+    assert [pt.value for pt in group.points] == ["1", "2"]
 
 
 def test_ab_cli_with_flags_json(tmp_path: Path) -> None:

@@ -46,15 +46,21 @@ def test_runs_environments_and_clocks(real_db: Path) -> None:
 
 def test_what_sglang_says_about_itself_is_harvested(real_db: Path) -> None:
     said = dict(query(real_db, "SELECT e.key, e.value FROM run_env e JOIN runs r USING "
-                               "(run_id) WHERE r.name = 'real-cpu-ngram-r1' AND "
-                               "(e.key LIKE 'adjusted.%' OR e.key LIKE 'effective.%')"))
+                               "(run_id) WHERE r.name = 'real-cpu-ngram-r1' AND e.source = "
+                               "'log' AND e.key NOT LIKE 'startup.%'"))
     assert said == {
         "adjusted.disable_cuda_graph": "true", "adjusted.disable_overlap_schedule": "true",
         "adjusted.max_running_requests": "48",
         "adjusted.speculative_num_draft_tokens": "12", "adjusted.enable_mixed_chunk": "false",
         "effective.max_total_num_tokens": "8192", "effective.chunked_prefill_size": "4096",
         "effective.max_prefill_tokens": "16384", "effective.max_running_requests": "48",
-        "effective.context_len": "4096"}
+        "effective.context_len": "4096", "effective.kv_cache_dtype": "torch.bfloat16",
+        "effective.kv_cache_tokens": "8192", "effective.avail_mem_gb_at_load": "21.21",
+        "effective.weight_mem_gb": "0.01"}
+    timings = {k for (k,) in query(real_db, "SELECT e.key FROM run_env e JOIN runs r USING "
+                                            "(run_id) WHERE r.name = 'real-cpu-ngram-r1' "
+                                            "AND e.key LIKE 'startup.%'")}
+    assert {"startup.load_weight_s", "startup.scheduler_e2e_s"} <= timings
     # stopped by SIGINT: its tracebacks are the shutdown, not errors
     assert query(real_db, "SELECT count(*) FROM events WHERE kind = 'error'") == [(0,)]
 

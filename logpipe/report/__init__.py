@@ -379,6 +379,9 @@ def plan_text(result: Any) -> str:
     for c in result.comparisons:
         lines.append("")
         lines.append(comparison_text(c).rstrip("\n"))
+    if result.sweep is not None:
+        lines.append("")
+        lines.append(sweep_text(result.sweep).rstrip("\n"))
     for note in result.notes:
         lines.append(f"Note: {note}")
     lines.append(f"Exit {result.exit_code}")
@@ -395,6 +398,8 @@ def plan_json(result: Any) -> str:
                  for r, arm, res in result.launches],
         "rounds": result.rounds,
         "comparisons": [comparison_dict(c) for c in result.comparisons],
+        "sweep": None if result.sweep is None else json.loads(sweep_text(result.sweep,
+                                                                         "json")),
         "notes": result.notes,
     }, indent=2, default=str) + "\n"
 

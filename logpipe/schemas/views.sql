@@ -114,8 +114,9 @@ SELECT s.run_id,
          AS steady_accept_len,
        avg(s.cuda_graph::DOUBLE) FILTER (WHERE s.kind = 'decode' AND s.past_warmup)
          AS graph_coverage,
-       list_distinct(list(s.running_req) FILTER (WHERE s.kind = 'decode'
-                                                 AND s.state = 'steady')) AS strata,
+       list_sort(list_distinct(list(s.running_req) FILTER (WHERE s.kind = 'decode'
+                                                           AND s.state = 'steady')))
+         AS strata,
        min(s.ts_step_s) AS min_ts_step_s
 FROM run_batch_states(rid) s
 GROUP BY s.run_id;
