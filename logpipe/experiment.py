@@ -587,6 +587,9 @@ class PlanResult:
     """Per arm: each round's steady decode throughput (median)."""
     sweep: Any = None
     """The sweep over the plan's ``[sweep]`` key, among its runs (:mod:`logpipe.sweep`)."""
+    checks: list[tuple[str, str, list[dict[str, Any]]]] = field(default_factory=list)
+    """The pairing and regression checks: (check, status, its failing rows that name a run
+    of this plan)."""
     notes: list[str] = field(default_factory=list)
     exit_code: int = 0
 
@@ -655,6 +658,7 @@ def _judge_plan(result: PlanResult, db: Path, options: Any) -> None:
             result.comparisons.append(compare_runs(base, pc, options))
     for c in result.comparisons:
         _rounds_note(result, c)
+    _plan_checks(result, db)
     if plan.sweep_key is not None:
         from logpipe.sweep import sweep
 
@@ -670,6 +674,23 @@ def _judge_plan(result: PlanResult, db: Path, options: Any) -> None:
     if any(res.status in ("bench failed", "failed", "timeout")
            for _, _, res in result.launches) and result.exit_code == 0:
         result.exit_code = EXIT_ERROR
+
+
+def _plan_checks(result: PlanResult, db: Path) -> None:
+    """The pairing and regression suites, with their failing rows cut to this plan's runs
+    (the database may hold other campaigns)."""
+    from logpipe.checks import load_suites, run_checks
+
+    names = {res.name for _, _, res in result.launches}
+    try:
+        report = run_checks(db, load_suites(["pairing", "regressions"]))
+    except LogpipeError as exc:
+        result.notes.append(f"checks not run: {exc}")
+        return
+    for r in report.results:
+        mine = [row for row in r.failing if names & {str(v) for v in row.values()}]
+        status = r.status if (mine or r.status in ("ERROR", "PASS")) else "PASS"
+        result.checks.append((f"{r.check.suite}: {r.check.name}", status, mine))
 
 
 def _rounds_note(result: PlanResult, c: Any) -> None:

@@ -305,6 +305,13 @@ def test_ab_runs_a_plan_end_to_end(tmp_path: Path) -> None:
     assert c.speculation and c.speculation["baseline_tps"] > c.speculation["spec_tps"]
     assert any("derived from the treatment" in n for n in c.notes)
     assert set(result.rounds) == {"baseline", "ngram"}
+    # the checks ran too, cut to this plan: the pair is found, and its regression flagged
+    checks = {name: (status, rows) for name, status, rows in result.checks}
+    assert checks["pairing: every speculative run has a same-environment baseline"][0] == \
+        "PASS"
+    status, rows = checks["regressions: speculation is not slower than its paired baseline"]
+    assert status == "FAIL" and {r["spec_run"] for r in rows} <= {"demo-ngram-r1",
+                                                                  "demo-ngram-r2"}
     assert all(v is not None for arm in result.rounds.values() for v in arm.values())
 
 

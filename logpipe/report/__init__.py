@@ -382,6 +382,11 @@ def plan_text(result: Any) -> str:
     if result.sweep is not None:
         lines.append("")
         lines.append(sweep_text(result.sweep).rstrip("\n"))
+    if result.checks:
+        lines.append("")
+        for name, status, rows in result.checks:
+            lines.append(f"{status:<5} {name}")
+            lines += [f"      - {_row_text(row)}" for row in rows[:5]]
     for note in result.notes:
         lines.append(f"Note: {note}")
     lines.append(f"Exit {result.exit_code}")
@@ -400,6 +405,8 @@ def plan_json(result: Any) -> str:
         "comparisons": [comparison_dict(c) for c in result.comparisons],
         "sweep": None if result.sweep is None else json.loads(sweep_text(result.sweep,
                                                                          "json")),
+        "checks": [{"check": n, "status": st, "failing_rows": rows}
+                   for n, st, rows in result.checks],
         "notes": result.notes,
     }, indent=2, default=str) + "\n"
 
