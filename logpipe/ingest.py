@@ -342,7 +342,9 @@ def _decide(store: Store, path: Path, key: str, stat: os.stat_result, head_sha: 
     if replace:
         store.delete_source(key)
         return "rewritten", None, None
-    if stat.st_size < int(existing["bytes_ingested"] or 0):
+    compressed = path.name.lower().endswith(COMPRESSED_SUFFIXES)
+    if not compressed and stat.st_size < int(existing["bytes_ingested"] or 0):
+        # (a compressed file's size is not comparable with the bytes read from it)
         store.con.execute(
             "INSERT INTO source_generations VALUES (?, ?, ?, ?, ?, ?, now())",
             [key, int(existing.get("generations") or 0), existing["head_sha256"],

@@ -362,3 +362,17 @@ def test_kill_9_at_random_points_converges_to_the_right_rows(tmp_path: Path) -> 
     assert done.returncode == 0, done.stderr
     assert counts(db) == counts(clean)
     assert query(db, "SELECT count(DISTINCT line_no) = count(*) FROM batches") == [(True,)]
+
+
+def test_a_compressed_log_rewritten_is_changed_not_truncated(tmp_path: Path, db: Path) -> None:
+    """A .gz file's size is not comparable with the bytes read from it: a new content is
+    an edit (kept until --replace), never taken for a truncation."""
+    path = tmp_path / "exp" / "server.log.gz"
+    path.parent.mkdir()
+    path.write_bytes(gzip.compress(MISSION.read_bytes()))
+    ingest_paths([path], db)
+    before = counts(db)
+    path.write_bytes(gzip.compress((SAMPLES / "eras" / "v0.5.23.log").read_bytes()))
+    assert ingest_paths([path], db).files[0].status == "changed"
+    assert counts(db) == before
+    assert ingest_paths([path], db, replace=True).files[0].status == "rewritten"
