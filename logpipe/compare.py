@@ -394,7 +394,8 @@ def _statistics(a: RunSamples, b: RunSamples, c: Comparison, options: Options) -
                                                 higher_is_better=None, **kw), gates=False))
 
 
-def _primary(c: Comparison) -> Metric | None:
+def primary_metric(c: Comparison) -> Metric | None:
+    """The decode-throughput metric the verdict leads with: the stratum with most lines."""
     decode = [m for m in c.metrics if m.name == "decode throughput"]
     if not decode:
         return None
@@ -406,7 +407,7 @@ def _speculation(a: RunSamples, b: RunSamples, c: Comparison) -> None:
     if roles != {"speculative", "baseline"}:
         return
     spec, base = (a, b) if a.role == "speculative" else (b, a)
-    primary = _primary(c)
+    primary = primary_metric(c)
     block: dict[str, Any] = {
         "speculative_run": spec.name, "baseline_run": base.name,
         "algorithm": spec.spec_algorithm,

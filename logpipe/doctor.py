@@ -19,9 +19,7 @@ import polars as pl
 from logpipe.errors import InputError
 from logpipe.readers import line_blocks, open_binary, read_head
 from logpipe.sources import HEAD_BYTES, detect
-from logpipe.sources.sglang_log import (
-    NAME as SGLANG,
-)
+from logpipe.sources.sglang_log import NAME as SGLANG
 from logpipe.sources.sglang_log import (
     RECORD_LIKE_RE,
     LogState,

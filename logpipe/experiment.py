@@ -32,6 +32,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import median
 from typing import IO, Any
 
 from logpipe.env import Tiers, capture, launch_args
@@ -701,8 +702,8 @@ def _rounds_note(result: PlanResult, c: Any) -> None:
     cand = [v for v in result.rounds.get(arm, {}).values() if v]
     if len(base) < 2 and len(cand) < 2 or not base or not cand:
         return
-    between = abs(_median(cand) / _median(base) - 1)
-    spreads = {name: (max(v) - min(v)) / _median(v) for name, v in
+    between = abs(median(cand) / median(base) - 1)
+    spreads = {name: (max(v) - min(v)) / median(v) for name, v in
                ((plan.baseline.name, base), (arm, cand)) if len(v) > 1}
     worst = max(spreads.items(), key=lambda kv: kv[1])
     if worst[1] > between:
@@ -711,11 +712,6 @@ def _rounds_note(result: PlanResult, c: Any) -> None:
             f"{worst[1] * 100:.1f}% while {arm} and {plan.baseline.name} differ by "
             f"{between * 100:.1f}%: the session drifted; more rounds would tell")
 
-
-def _median(values: list[float]) -> float:
-    v = sorted(values)
-    n = len(v)
-    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
 
 
 def plan_from_flags(*, baseline: str, candidates: list[str], bench: str, rounds: int,

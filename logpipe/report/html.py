@@ -99,10 +99,11 @@ def _launch_facts(store: Store, run_ids: list[str]) -> dict[str, dict[str, Any]]
 
 
 def _ratio_cells(c: Any) -> list[Any]:
-    decode = [m for m in c.metrics if m.name == "decode throughput"]
-    if not decode:
+    from logpipe.compare import primary_metric
+
+    m = primary_metric(c)
+    if m is None:
         return ["–", "–", "–"]
-    m = max(decode, key=lambda m: min(m.test.n_a, m.test.n_b))
     ci = (f"{m.test.ci_low:.3f}–{m.test.ci_high:.3f}" if m.test.ci_low is not None else "–")
     return [f"@{m.stratum} running", None if m.test.ratio is None else round(m.test.ratio, 3),
             ci]
