@@ -311,11 +311,15 @@ def main() -> None:
                     "downloaded).")
     out = "\n".join(text) + "\n"
     print(out)
-    results_md = HERE / "RESULTS.md"
+    write_results(HERE / "RESULTS.md", out)
+
+
+def write_results(path: Path, text: str) -> None:
+    """Write ``text`` to ``path``, keeping the hand-written ``## Analysis`` at its end."""
     analysis = ""
-    if results_md.exists() and "\n## Analysis" in results_md.read_text():
-        analysis = "\n## Analysis" + results_md.read_text().split("\n## Analysis", 1)[1]
-    results_md.write_text(out + analysis)
+    if path.exists() and "\n## Analysis" in path.read_text():
+        analysis = "\n## Analysis" + path.read_text().split("\n## Analysis", 1)[1]
+    path.write_text(text + analysis)
 
 
 if __name__ == "__main__":

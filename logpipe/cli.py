@@ -32,6 +32,11 @@ DbOption = Annotated[
                  show_default=True),
 ]
 DEFAULT_DB = Path("logpipe.duckdb")
+LakeOption = Annotated[
+    Path | None,
+    typer.Option("--lake", help="Read this Parquet lake (`logpipe export`, `ingest --lake`) "
+                                "instead of --db."),
+]
 PROGRESS_MIN_BYTES = 64 * 1024 * 1024
 _state = {"debug": False}
 
@@ -101,6 +106,16 @@ def ingest(
     tz: Annotated[str | None, typer.Option(
         "--tz", help="Zone of the SGLang stamps (UTC, +02:00, Europe/Berlin), over what the "
                      "manifest says.")] = None,
+    lake: Annotated[Path | None, typer.Option(
+        "--lake", help="Write a Parquet lake here instead of the database (fleet ingest: "
+                       "one task per folder).")] = None,
+    engine: Annotated[str, typer.Option(
+        "--engine", help="With --lake: local (this process) or ray.")] = "local",
+    address: Annotated[str | None, typer.Option(
+        "--address", help="With --engine ray: the Ray cluster (auto: the one this host "
+                          "belongs to); default a local Ray of --workers CPUs.")] = None,
+    workers: Annotated[int, typer.Option(
+        "--workers", help="CPUs of a local Ray (--engine ray without --address).")] = 2,
 ) -> None:
     """Detect and parse every file under PATHS into the database, idempotently.
 
@@ -112,9 +127,26 @@ def ingest(
     failed.
     """
     from logpipe.ingest import ingest_paths
-    from logpipe.report import ingest_summary
+    from logpipe.report import fleet_summary, ingest_summary
 
     env_pairs, tag_pairs = _pairs(env, "--env"), _pairs(tag, "--tag")
+    if lake is not None:
+        from logpipe.fleet import ingest_to_lake
+
+        if run or replace:
+            _fail(LogpipeError("--run and --replace are not available with --lake",
+                               hint="ingest into a database for them, then logpipe export"))
+        try:
+            fleet = ingest_to_lake(list(paths), lake, engine=engine, address=address,
+                                   workers=workers, env=env_pairs, tags=tag_pairs,
+                                   tiers_file=tiers, keep_request_text=keep_request_text,
+                                   tz=tz)
+        except LogpipeError as exc:
+            _fail(exc)
+        typer.echo(fleet_summary(fleet), nl=False)
+        if fleet.files_failed or fleet.tasks_failed:
+            raise typer.Exit(2)
+        return
     show = err.is_terminal
     progress = Progress(
         "[progress.description]{task.description}", BarColumn(), DownloadColumn(),
@@ -234,6 +266,7 @@ def compare(
     warmup_seconds: Annotated[float, typer.Option(
         help="Also drop lines in the first S seconds after the server was ready.")] = 0.0,
     fmt: Annotated[str, typer.Option("--format", help="table, markdown or json.")] = "table",
+    lake: LakeOption = None,
 ) -> None:
     """Compare runs: environment first, then steady-state statistics, then a verdict.
 
@@ -257,9 +290,10 @@ def compare(
     options = Options(alpha=alpha, threshold=threshold, allow_env_diff=allowed,
                       allow_unknown_env=allow_unknown_env, allow_profiled=allow_profiled,
                       warmup=Warmup(warmup_lines, warmup_seconds))
+    source = str(lake if lake is not None else db)
     try:
-        results = (run_compare(str(db), run, options) if len(run) > 1
-                   else [compare_with_baseline(str(db), run[0], options)])
+        results = (run_compare(source, run, options) if len(run) > 1
+                   else [compare_with_baseline(source, run[0], options)])
     except LogpipeError as exc:
         _fail(exc)
     code = overall_exit(results)
@@ -287,6 +321,7 @@ def check(
     update_cache: Annotated[bool, typer.Option(
         "--update-cache", help="Keep the statistics and pair verdicts computed (opens the "
                                "database for writing; migrates an older one).")] = False,
+    lake: LakeOption = None,
 ) -> None:
     """Validate the database with great-expectations suites.  Read-only unless
     --update-cache.
@@ -301,8 +336,8 @@ def check(
     if fmt not in ("text", "markdown", "json"):
         _fail(LogpipeError(f"unknown format {fmt!r}", hint="use one of: text, markdown, json"))
     try:
-        report = run_checks(db, load_suites(suite, suite_file), rescan=rescan,
-                            update_cache=update_cache)
+        report = run_checks(lake if lake is not None else db, load_suites(suite, suite_file),
+                            rescan=rescan, update_cache=update_cache and lake is None)
     except LogpipeError as exc:
         _fail(exc)
     render = {"text": check_text, "markdown": check_markdown, "json": check_json}[fmt]
@@ -389,17 +424,37 @@ def sql(
     query: Annotated[str, typer.Argument(help="SQL to run (read-only).")],
     db: DbOption = DEFAULT_DB,
     fmt: Annotated[str, typer.Option("--format", help="table, csv, json or jsonl.")] = "table",
+    lake: LakeOption = None,
 ) -> None:
-    """Run read-only SQL on the database (tables and views: schemas/README.md)."""
+    """Run read-only SQL on the database or lake (tables and views: schemas/README.md)."""
     from logpipe.query import run_sql
     from logpipe.report import rows_text
 
     _check_format(fmt)
     try:
-        columns, rows = run_sql(db, query)
+        columns, rows = run_sql(lake if lake is not None else db, query)
     except LogpipeError as exc:
         _fail(exc)
     typer.echo(rows_text(columns, rows, fmt), nl=False)
+
+
+@app.command()
+def export(
+    lake: Annotated[Path, typer.Argument(help="Folder of the lake (created if missing).")],
+    db: DbOption = DEFAULT_DB,
+) -> None:
+    """Export the database as a hive-partitioned Parquet lake that Spark, Trino, ClickHouse
+    and DuckDB read (layout: schemas/README.md).  Incremental: only the files whose rows
+    changed since the last export are written; an interrupted export leaves the previous
+    one readable."""
+    from logpipe.lake import export as run_export
+    from logpipe.report import export_summary
+
+    try:
+        result = run_export(db, lake)
+    except LogpipeError as exc:
+        _fail(exc)
+    typer.echo(export_summary(result), nl=False)
 
 
 def _echo_to_stderr(quiet: bool) -> Callable[[str], None]:

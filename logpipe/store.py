@@ -4,7 +4,12 @@ Invariants:
 - The schema is the numbered SQL files in ``schemas/migrations/``, applied in order and
   recorded in ``schema_migrations``; a shipped file is never edited.  Views are recreated
   from ``schemas/views.sql`` after migrating.
-- Every row written carries the file (``source_path``) and line it came from.
+- Every row written carries the file (``source_id``, its row in ``sources``) and line it
+  came from.  The stored tables live in the schema ``logpipe_internal`` with the caches
+  and bookkeeping; ``main`` holds the public contract: ``sources``, ``run_env``, the views
+  of ``views.sql``, and a view of each stored table under its name with ``source_path``
+  in place of ``source_id`` (:func:`data_view_sql`).  Write to :func:`stored` names, read
+  the public ones.
 - Writes of one file happen inside one transaction opened by the caller
   (:meth:`Store.transaction`): a failure leaves the database as it was.
 - Large writes go through a :class:`Spool`: rows are spooled to temporary Parquet files
@@ -18,6 +23,7 @@ Invariants:
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import sys
@@ -28,17 +34,41 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from importlib.resources import files
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import polars as pl
 
 from logpipe.errors import DatabaseError, QueryError
 
+if TYPE_CHECKING:
+    from logpipe.env import RunEnv
+
 DEFAULT_DB = "logpipe.duckdb"
 DATA_TABLES = ("batches", "events", "http_requests", "rejects", "bench_results",
                "phase_timings", "request_metrics", "traces", "trace_kernels",
                "trace_annotations", "trace_ops", "line_prefixes")
+INTERNAL = "logpipe_internal"
+"""Schema of the stored tables, caches and bookkeeping (migration 0017)."""
+STORED_TABLES = ("runs", *DATA_TABLES)
+"""Tables stored with ``source_id``, shown in ``main`` as views with ``source_path``."""
+DATA_VIEWS_VERSION = "1"
+"""Changes when :func:`data_view_sql` does, so that the views are recreated."""
+
+
+def stored(table: str) -> str:
+    """Where rows of ``table`` are written: ``logpipe_internal.<table>`` for the stored
+    tables and the caches, the name itself for ``sources`` and ``run_env``."""
+    return f"{INTERNAL}.{table}" if table not in ("sources", "run_env") else table
+
+
+def data_view_sql(table: str, columns: list[str]) -> str:
+    """The public view of a stored table: its columns in order, ``source_path`` (the
+    file's path from ``sources``) where the table has ``source_id``."""
+    select = ", ".join("s.path AS source_path" if c == "source_id" else f"t.{c}"
+                       for c in columns)
+    return (f"CREATE OR REPLACE VIEW main.{table} AS SELECT {select} "
+            f"FROM {INTERNAL}.{table} t LEFT JOIN main.sources s USING (source_id)")
 
 
 def schemas_dir() -> Path:
@@ -66,6 +96,11 @@ def migrations() -> list[tuple[int, str, str]]:
 
 def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _views_key(views_sql: str) -> str:
+    """What the views were made from: ``views.sql`` and the data views' definition."""
+    return _sha256(f"{DATA_VIEWS_VERSION}\n{views_sql}")
 
 
 def _config() -> dict[str, Any]:
@@ -119,6 +154,10 @@ class Store:
     def open(cls, path: str | Path, *, read_only: bool = False) -> Store:
         """Open (creating and migrating unless ``read_only``) the database at ``path``."""
         path = str(path)
+        from logpipe import lake
+
+        if lake.is_lake(path):
+            return cls.open_lake(path)
         if read_only and not Path(path).exists():
             raise DatabaseError("database does not exist", path=path,
                                 hint="run `logpipe ingest PATH` first, or pass --db")
@@ -127,6 +166,20 @@ class Store:
         store = cls(con, path)
         if not read_only:
             store.migrate()
+        return store
+
+    @classmethod
+    def open_lake(cls, path: str | Path) -> Store:
+        """A Parquet lake (:mod:`logpipe.lake`) read as a database: an in-memory database
+        with logpipe's schema whose tables are views over the lake's files.  What is
+        written to it (a cache) is gone when it closes."""
+        from logpipe import lake
+
+        con = duckdb.connect(":memory:", config=_config())
+        con.execute("SET enable_progress_bar = false")
+        store = cls(con, str(path))
+        store.migrate()
+        lake.open_lake_views(con, path)  # (the derived views bind to them when queried)
         return store
 
     def close(self) -> None:
@@ -138,35 +191,59 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _bookkeeping(self, table: str) -> str | None:
+        """Where ``schema_migrations`` / ``schema_views`` live (``main`` before 0017)."""
+        for schema in (INTERNAL, "main"):
+            if self.one("SELECT 1 FROM duckdb_tables() WHERE schema_name = ? AND "
+                        "table_name = ?", [schema, table]):
+                return f"{schema}.{table}"
+        return None
+
     def migrate(self) -> list[int]:
         """Apply pending migrations and recreate the views when ``views.sql`` (or the
         schema) changed since they were created; returns the versions applied."""
         con = self.con
-        con.execute(
-            "CREATE TABLE IF NOT EXISTS schema_migrations "
-            "(version INTEGER PRIMARY KEY, name VARCHAR, applied_at TIMESTAMP)"
-        )
-        done = {r[0] for r in con.execute("SELECT version FROM schema_migrations").fetchall()}
+        if self._bookkeeping("schema_migrations") is None:
+            con.execute(
+                "CREATE TABLE schema_migrations "
+                "(version INTEGER PRIMARY KEY, name VARCHAR, applied_at TIMESTAMP)"
+            )
+        done = {r[0] for r in con.execute(
+            f"SELECT version FROM {self._bookkeeping('schema_migrations')}").fetchall()}
+        pending = [m for m in migrations() if m[0] not in done]
+        if pending:  # views are recreated below; a migration may drop what they read
+            self._drop_views()
         applied = []
-        for version, name, sql in migrations():
-            if version in done:
-                continue
+        for version, name, sql in pending:
             with self.transaction():
                 con.execute(sql)
-                con.execute("INSERT INTO schema_migrations VALUES (?, ?, now())",
-                            [version, name])
+                con.execute(f"INSERT INTO {self._bookkeeping('schema_migrations')} "
+                            "VALUES (?, ?, now())", [version, name])
             applied.append(version)
         views = schemas_dir() / "views.sql"
         if views.exists():
             text = views.read_text()
-            have = con.execute("SELECT max(sha256) FROM schema_views").fetchone()
-            if not applied and have is not None and have[0] == _sha256(text):
+            where = self._bookkeeping("schema_views")
+            have = con.execute(f"SELECT max(sha256) FROM {where}").fetchone()
+            if not applied and have is not None and have[0] == _views_key(text):
                 return applied  # the views are those of this views.sql already
             with self.transaction():
+                self._create_data_views()
                 con.execute(text)
-                con.execute("DELETE FROM schema_views")
-                con.execute("INSERT INTO schema_views VALUES (?)", [_sha256(text)])
+                con.execute(f"DELETE FROM {where}")
+                con.execute(f"INSERT INTO {where} VALUES (?)", [_views_key(text)])
         return applied
+
+    def _drop_views(self) -> None:
+        for (name,) in self.all("SELECT view_name FROM duckdb_views() WHERE NOT internal "
+                                "AND schema_name = 'main' AND NOT temporary"):
+            self.con.execute(f'DROP VIEW IF EXISTS main."{name}"')
+
+    def _create_data_views(self) -> None:
+        if self.one("SELECT 1 FROM duckdb_schemas() WHERE schema_name = ?", [INTERNAL]) is None:
+            return  # a database before migration 0017
+        for table in STORED_TABLES:
+            self.con.execute(data_view_sql(table, [c for c, _ in self.columns(table, INTERNAL)]))
 
     def outdated(self) -> bool:
         """Whether migrations or views of this logpipe are missing from the database (a
@@ -174,11 +251,12 @@ class Store:
         views = schemas_dir() / "views.sql"
         try:
             done = {r[0] for r in self.con.execute(
-                "SELECT version FROM schema_migrations").fetchall()}
-            have = self.con.execute("SELECT max(sha256) FROM schema_views").fetchone()
+                f"SELECT version FROM {self._bookkeeping('schema_migrations')}").fetchall()}
+            have = self.con.execute(
+                f"SELECT max(sha256) FROM {self._bookkeeping('schema_views')}").fetchone()
         except duckdb.Error:
             return True
-        want = _sha256(views.read_text()) if views.exists() else None
+        want = _views_key(views.read_text()) if views.exists() else None
         return any(v not in done for v, _, _ in migrations()) or \
             (have[0] if have else None) != want
 
@@ -203,16 +281,31 @@ class Store:
     def all(self, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
         return self.con.execute(sql, params or []).fetchall()
 
-    def columns(self, table: str) -> list[tuple[str, str]]:
-        """``(name, type)`` of a table or view, in order."""
+    def columns(self, table: str, schema: str = "main") -> list[tuple[str, str]]:
+        """``(name, type)`` of a table or view of ``schema``, in order."""
         return [
             (r[0], r[1])
             for r in self.all(
                 "SELECT column_name, data_type FROM information_schema.columns "
-                "WHERE table_name = ? ORDER BY ordinal_position",
-                [table],
+                "WHERE table_name = ? AND table_schema = ? ORDER BY ordinal_position",
+                [table, schema],
             )
         ]
+
+    def source_id(self, path: str) -> int:
+        """The integer of the file at ``path`` in ``sources``; a file seen for the first
+        time gets its row now (completed by :meth:`upsert_source` at the end of its
+        transaction)."""
+        row = self.one("SELECT source_id FROM sources WHERE path = ?", [path])
+        if row is not None and row[0] is not None:
+            return int(row[0])
+        (new,) = self.one("SELECT coalesce(max(source_id), 0) + 1 FROM sources") or (1,)
+        if row is None:
+            self.con.execute("INSERT INTO sources (path, kind, source_id) VALUES (?, ?, ?)",
+                             [path, "pending", new])
+        else:
+            self.con.execute("UPDATE sources SET source_id = ? WHERE path = ?", [new, path])
+        return int(new)
 
     def source(self, path: str) -> dict[str, Any] | None:
         cur = self.con.execute("SELECT * FROM sources WHERE path = ?", [path])
@@ -235,8 +328,9 @@ class Store:
             return [d[0] for d in cur.description], cur.fetchall()
         except duckdb.Error as exc:
             message = " ".join(str(exc).split())
-            hint = ("`logpipe sql` opens the database read-only; write with DuckDB directly"
-                    if "read-only" in message
+            hint = ("`logpipe sql` opens the database read-only (and its data tables are "
+                    "views of the stored rows); write with DuckDB directly"
+                    if "read-only" in message or "base table" in message
                     else "the tables and views are documented in schemas/README.md")
             raise QueryError(message, path=self.path, hint=hint) from exc
 
@@ -244,9 +338,15 @@ class Store:
 
     def rows_for(self, table: str, frame: pl.DataFrame, constants: dict[str, Any]
                  ) -> pl.DataFrame:
-        """``frame`` plus constant text columns, cut to ``table``'s columns in its order."""
+        """``frame`` plus constant columns, cut to ``table``'s stored columns in their
+        order; a ``source_path`` constant is stored as its ``source_id``."""
         if table not in self._columns:
-            self._columns[table] = [c for c, _ in self.columns(table)]
+            schema = INTERNAL if table in STORED_TABLES else "main"
+            self._columns[table] = [c for c, _ in self.columns(table, schema)]
+        if "source_path" in constants:
+            constants = dict(constants)
+            frame = frame.with_columns(pl.lit(self.source_id(constants.pop("source_path")),
+                                              dtype=pl.Int32).alias("source_id"))
         frame = frame.with_columns(
             [pl.lit(v, dtype=pl.String).alias(k) for k, v in constants.items()])
         return frame.select([c for c in self._columns[table] if c in frame.columns])
@@ -261,38 +361,137 @@ class Store:
         self.con.register("_incoming", arrow)
         try:
             col_list = ", ".join(cols)
-            self.con.execute(f"INSERT INTO {table} ({col_list}) SELECT {col_list} FROM _incoming")
+            self.con.execute(f"INSERT INTO {stored(table)} ({col_list}) "
+                             f"SELECT {col_list} FROM _incoming")
         finally:
             self.con.unregister("_incoming")
         return frame.height
 
     def delete_source(self, path: str) -> None:
         """Remove every row that came from ``path`` (a rewritten file is re-read whole)."""
-        for table in DATA_TABLES:
-            self.con.execute(f"DELETE FROM {table} WHERE source_path = ?", [path])
-        self.con.execute("DELETE FROM runs WHERE source_path = ?", [path])
+        row = self.one("SELECT source_id FROM sources WHERE path = ?", [path])
+        if row is not None and row[0] is not None:
+            self.con.execute(f"DELETE FROM run_env WHERE run_id IN (SELECT run_id FROM "
+                             f"{stored('runs')} WHERE source_id = ?)", [row[0]])
+            for table in STORED_TABLES:
+                self.con.execute(f"DELETE FROM {stored(table)} WHERE source_id = ?", [row[0]])
         self.con.execute("DELETE FROM sources WHERE path = ?", [path])
 
     def move_source(self, old: str, new: str) -> None:
-        """Re-point every row of a moved (rotated) file to its new path."""
-        for table in DATA_TABLES:
-            self.con.execute(f"UPDATE {table} SET source_path = ? WHERE source_path = ?",
-                             [new, old])
-        self.con.execute("UPDATE runs SET source_path = ? WHERE source_path = ?", [new, old])
+        """Re-point a moved (rotated) file's rows to its new path: one row of ``sources``."""
         self.con.execute("UPDATE sources SET path = ? WHERE path = ?", [new, old])
 
     def upsert_source(self, row: dict[str, Any]) -> None:
-        cols = list(row)
-        placeholders = ", ".join("?" for _ in cols)
-        updates = ", ".join(f"{c} = excluded.{c}" for c in cols if c != "path")
+        """Write the ``sources`` row of a file read now (its ``source_id`` kept)."""
+        self.source_id(row["path"])
+        cols = [c for c in row if c != "path"]
         self.con.execute(
-            f"INSERT INTO sources ({', '.join(cols)}) VALUES ({placeholders}) "
-            f"ON CONFLICT (path) DO UPDATE SET {updates}",
-            [row[c] for c in cols],
+            f"UPDATE sources SET {', '.join(f'{c} = ?' for c in cols)} WHERE path = ?",
+            [row[c] for c in cols] + [row["path"]],
         )
 
     def name_taken(self, name: str) -> bool:
         return self.one("SELECT 1 FROM runs WHERE name = ?", [name]) is not None
+
+    # -- runs and their environments: every write of ``runs`` and ``run_env`` ----------
+
+    def add_run(self, run_id: str, name: str, source_path: str, run_seq: int,
+                first_line: int | None, started_at: Any, ended_at: Any,
+                format_era: str | None, era_mask: int) -> None:
+        """A launch seen for the first time: a baseline until its arguments say more."""
+        self.con.execute(
+            f"INSERT INTO {stored('runs')} (run_id, name, source_id, run_seq, first_line, "
+            "started_at, ended_at, engine, format_era, era_mask, role, env_complete, "
+            "profiled, env, tags) VALUES (?, ?, ?, ?, ?, ?, ?, 'sglang', ?, ?, 'baseline', "
+            "false, false, '{}', '{}')",
+            [run_id, name, self.source_id(source_path), run_seq, first_line, started_at,
+             ended_at, format_era, era_mask])
+
+    def update_run(self, run_id: str, **values: Any) -> None:
+        """Set columns of a run (a row is rewritten only when a value differs)."""
+        if not values:
+            return
+        cols = list(values)
+        self.con.execute(
+            f"UPDATE {stored('runs')} SET {', '.join(f'{c} = ?' for c in cols)} "
+            f"WHERE run_id = ? AND ({' OR '.join(f'{c} IS DISTINCT FROM ?' for c in cols)})",
+            [values[c] for c in cols] + [run_id] + [values[c] for c in cols])
+
+    def widen_run(self, run_id: str, first_ts: Any, last_ts: Any, format_era: str | None,
+                  era_mask: int) -> None:
+        """More lines of a known launch: its time span grows, its era narrows."""
+        self.con.execute(
+            f"UPDATE {stored('runs')} SET started_at = least(coalesce(started_at, ?), ?), "
+            "ended_at = greatest(coalesce(ended_at, ?), ?), era_mask = ?, format_era = ? "
+            "WHERE run_id = ?",
+            [first_ts, first_ts, last_ts, last_ts, era_mask, format_era, run_id])
+
+    def set_run_envs(self, envs: list[tuple[str, RunEnv, dict[str, Any]]]) -> None:
+        """Write runs' environments: ``runs.env`` and its fingerprint, and the same
+        entries as ``run_env`` rows, together (one place keeps them in step); the dict
+        holds other columns of the run to set with it."""
+        if not envs:
+            return
+        rows: list[tuple[Any, ...]] = []
+        for run_id, env, columns in envs:
+            self.update_run(run_id, env=env.to_json(), env_fingerprint=env.fingerprint(),
+                            **columns)
+            rows += [
+                (run_id, k, e.value if isinstance(e.value, str)
+                 else json.dumps(e.value, default=str), e.tier, e.source, e.conflict)
+                for k, e in sorted(env.entries.items())]
+        # one statement each, not one per key: DuckDB's inserts are per call
+        self.con.execute("DELETE FROM run_env WHERE run_id IN (SELECT unnest(?))",
+                         [[run_id for run_id, _, _ in envs]])
+        if rows:
+            self.insert("run_env", pl.DataFrame(
+                rows, schema=["run_id", "key", "value", "tier", "source", "conflict"],
+                orient="row"))
+
+    def link(self, table: str, source_path: str, run_id: str | None, method: str | None
+             ) -> None:
+        """Say which run the records of one file (benchmark, phase dump, trace) measured."""
+        self.con.execute(
+            f"UPDATE {stored(table)} SET run_id = ?, link_method = ? WHERE source_id = "
+            "(SELECT source_id FROM sources WHERE path = ?) AND (run_id IS DISTINCT FROM ? "
+            "OR link_method IS DISTINCT FROM ?)", [run_id, method, source_path, run_id, method])
+
+    def append_to_last_error(self, source_path: str, text: str) -> None:
+        """Lines that continue the last error event of a file (a traceback cut by the
+        end of a block) join its message."""
+        self.con.execute(
+            f"UPDATE {stored('events')} SET message = message || chr(10) || $2 "
+            "WHERE source_id = $1 AND line_no = (SELECT max(line_no) FROM "
+            f"{stored('events')} WHERE source_id = $1 AND kind = 'error')",
+            [self.source_id(source_path), text])
+
+    def derive_profiled(self) -> None:
+        """``runs.profiled``, from its evidence and nothing else (so it is cleared when the
+        evidence goes): a profiler started in the log, a trace linked to the run, a phase
+        dump taken with device synchronisation, ``CUDA_LAUNCH_BLOCKING=1`` or the tag
+        ``profiled`` in its environment."""
+        self.con.execute(PROFILED_SQL)
+
+
+PROFILED_SQL = f"""
+UPDATE {INTERNAL}.runs SET profiled = d.profiled
+FROM (
+    SELECT r.run_id,
+           coalesce(r.run_id IN (SELECT run_id FROM {INTERNAL}.events
+                                 WHERE kind = 'profiling_start' AND run_id IS NOT NULL)
+        OR r.run_id IN (SELECT run_id FROM {INTERNAL}.traces WHERE run_id IS NOT NULL)
+        OR r.run_id IN (SELECT run_id FROM {INTERNAL}.phase_timings
+                        WHERE synchronized AND run_id IS NOT NULL)
+        OR r.run_id IN (SELECT run_id FROM run_env
+                        WHERE (key = 'CUDA_LAUNCH_BLOCKING' AND trim(value) = '1')
+                           OR (key = 'tag.profiled'
+                               AND lower(trim(value)) IN ('1', 'true', 'yes'))), false)
+           AS profiled
+    FROM {INTERNAL}.runs r
+) d
+WHERE runs.run_id = d.run_id AND runs.profiled IS DISTINCT FROM d.profiled
+"""
+"""Every run's ``profiled`` from its evidence (:meth:`Store.derive_profiled`)."""
 
 
 class Spool:
@@ -340,7 +539,8 @@ class Spool:
             return []
         names = {n for (n,) in self.store.all(
             "SELECT name FROM parquet_schema(?)", [files])}
-        return [c for c, _ in self.store.columns(table) if c in names]
+        schema = INTERNAL if table in STORED_TABLES else "main"
+        return [c for c, _ in self.store.columns(table, schema) if c in names]
 
     def load(self, tables: list[str] | None = None) -> None:
         """Insert what was spooled for ``tables`` (default: all), one statement each.
@@ -360,7 +560,7 @@ class Spool:
                     continue
                 cols = ", ".join(self.columns(table))
                 con.execute(
-                    f"INSERT INTO {table} ({cols}) SELECT {cols} FROM "
+                    f"INSERT INTO {stored(table)} ({cols}) SELECT {cols} FROM "
                     "read_parquet(?, union_by_name = true)", [parts])
                 for p in self.parts.pop(table):
                     p.unlink()

@@ -24,7 +24,7 @@ _RUN_COLUMNS = """r.run_id, r.name, r.model, r.tp_size, r.dp_size, r.ep_size, r.
 
 SUMMARY_SQL = f"""
 SELECT {_RUN_COLUMNS}, {", ".join("c." + s for s in STATS)}
-FROM runs r JOIN run_summary_cache c USING (run_id)
+FROM runs r JOIN logpipe_internal.run_summary_cache c USING (run_id)
 """
 """``run_summary`` from the cache (complete after :func:`refresh`)."""
 
@@ -43,7 +43,7 @@ def stale(store: Store) -> list[tuple[str, str]]:
     statistics computed by other steady-state rules are never served."""
     return [(str(r), str(k)) for r, k in store.all(
         "SELECT k.run_id, k.data_key || '|' || ? AS key FROM run_data_keys k "
-        "LEFT JOIN run_summary_cache c USING (run_id) "
+        "LEFT JOIN logpipe_internal.run_summary_cache c USING (run_id) "
         "WHERE c.data_key IS DISTINCT FROM k.data_key || '|' || ?",
         [rules_key(), rules_key()])]
 
@@ -52,13 +52,14 @@ def refresh(store: Store) -> int:
     """Recompute the statistics of stale runs and drop those of runs gone; returns the
     number recomputed.  Call inside a write transaction or with autocommit."""
     todo = stale(store)
-    store.con.execute("DELETE FROM run_summary_cache WHERE run_id NOT IN "
+    store.con.execute("DELETE FROM logpipe_internal.run_summary_cache WHERE run_id NOT IN "
                       "(SELECT run_id FROM runs)")
     cols = ", ".join(STATS)
     for run_id, key in todo:
-        store.con.execute("DELETE FROM run_summary_cache WHERE run_id = ?", [run_id])
+        store.con.execute("DELETE FROM logpipe_internal.run_summary_cache WHERE run_id = ?",
+                          [run_id])
         store.con.execute(
-            f"INSERT INTO run_summary_cache (run_id, data_key, {cols}) "
+            f"INSERT INTO logpipe_internal.run_summary_cache (run_id, data_key, {cols}) "
             f"SELECT run_id, ?, {cols} FROM ({ONE_RUN_SQL})", [key, run_id, run_id])
     return len(todo)
 
@@ -78,26 +79,28 @@ def fold_ranges(store: Store, source_path: str, after_line: int) -> None:
     ``run_batch_ranges_cache``, and drop the rows of runs gone.  Call inside the file's
     transaction."""
     con = store.con
-    con.execute("DELETE FROM run_batch_ranges_cache WHERE run_id NOT IN "
+    con.execute("DELETE FROM logpipe_internal.run_batch_ranges_cache WHERE run_id NOT IN "
                 "(SELECT run_id FROM runs)")
     if after_line <= 0:
-        con.execute("DELETE FROM run_batch_ranges_cache WHERE run_id IN "
+        con.execute("DELETE FROM logpipe_internal.run_batch_ranges_cache WHERE run_id IN "
                     "(SELECT run_id FROM runs WHERE source_path = ?)", [source_path])
     merged = ", ".join(
         _COMBINE.get(c, "least(k.{c}, n.{c})").format(c=c) + f" AS {c}" for c in _RANGE_COLUMNS)
     con.execute(
         "CREATE OR REPLACE TEMP TABLE folded_ranges AS "
         f"SELECT n.run_id, {merged} FROM run_batch_ranges_of(?, ?) n "
-        "LEFT JOIN run_batch_ranges_cache k USING (run_id)", [source_path, after_line])
-    con.execute("DELETE FROM run_batch_ranges_cache WHERE run_id IN "
+        "LEFT JOIN logpipe_internal.run_batch_ranges_cache k USING (run_id)",
+        [source_path, after_line])
+    con.execute("DELETE FROM logpipe_internal.run_batch_ranges_cache WHERE run_id IN "
                 "(SELECT run_id FROM temp.folded_ranges)")
-    con.execute("INSERT INTO run_batch_ranges_cache SELECT * FROM temp.folded_ranges")
+    con.execute("INSERT INTO logpipe_internal.run_batch_ranges_cache "
+                "SELECT * FROM temp.folded_ranges")
     con.execute("DROP TABLE temp.folded_ranges")
 
 
 _RANGES_DRIFT_SQL = """
 SELECT c.run_id FROM (SELECT run_id, count(*) AS batch_lines FROM batches GROUP BY run_id) c
-LEFT JOIN run_batch_ranges_cache k USING (run_id)
+LEFT JOIN logpipe_internal.run_batch_ranges_cache k USING (run_id)
 WHERE k.batch_lines IS DISTINCT FROM c.batch_lines
 """
 
@@ -111,7 +114,8 @@ def ranges_drifted(store: Store, live: str | None = None) -> list[str]:
         return [str(r) for (r,) in store.all(_RANGES_DRIFT_SQL)]
     differs = " OR ".join(f"v.{c} IS DISTINCT FROM k.{c}" for c in _RANGE_COLUMNS)
     return [str(r) for (r,) in store.all(
-        f"SELECT v.run_id FROM {live} v LEFT JOIN run_batch_ranges_cache k USING (run_id) "
+        f"SELECT v.run_id FROM {live} v "
+        "LEFT JOIN logpipe_internal.run_batch_ranges_cache k USING (run_id) "
         f"WHERE {differs}")]
 
 
@@ -120,9 +124,9 @@ def repair_ranges(store: Store, every_column: bool = False) -> int:
     column by column, reading every line); returns how many."""
     drifted = ranges_drifted(store, "main.run_batch_ranges" if every_column else None)
     if drifted:  # one pass over the lines for all of them
-        store.con.execute("DELETE FROM run_batch_ranges_cache WHERE run_id IN "
+        store.con.execute("DELETE FROM logpipe_internal.run_batch_ranges_cache WHERE run_id IN "
                           "(SELECT unnest(?))", [drifted])
-        store.con.execute("INSERT INTO run_batch_ranges_cache SELECT * FROM "
+        store.con.execute("INSERT INTO logpipe_internal.run_batch_ranges_cache SELECT * FROM "
                           "main.run_batch_ranges WHERE run_id IN (SELECT unnest(?))",
                           [drifted])
     return len(drifted)

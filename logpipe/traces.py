@@ -129,12 +129,12 @@ def _store_trace_row(store: Store, path: Path, key: str, summary: TraceSummary) 
         "SELECT ts, dur_us FROM trace_ops WHERE source_path = $1)", [key])
     started, ended = span if span else (None, None)
     store.con.execute(
-        "INSERT INTO traces (source_path, profile_id, tp_rank, dp_rank, pp_rank, ep_rank, "
-        "stage, merged, started_at, ended_at, schema_version, device_properties, "
+        "INSERT INTO logpipe_internal.traces (source_id, profile_id, tp_rank, dp_rank, "
+        "pp_rank, ep_rank, stage, merged, started_at, ended_at, schema_version, device_properties, "
         "distributed_info, metadata, events, kernels, annotations, ops, skipped) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [key, parts["profile_id"], parts["tp_rank"], parts["dp_rank"], parts["pp_rank"],
-         parts["ep_rank"], parts["stage"], parts["merged"], started, ended,
+        [store.source_id(key), parts["profile_id"], parts["tp_rank"], parts["dp_rank"],
+         parts["pp_rank"], parts["ep_rank"], parts["stage"], parts["merged"], started, ended,
          version if isinstance(version, int) else None,
          json.dumps(devices) if devices is not None else None,
          json.dumps(dist) if dist is not None else None,
@@ -198,7 +198,7 @@ def _load_kernels(store: Store, spool: Spool, key: str) -> None:
     cols = spool.columns("trace_kernels")
     select = ANNOTATE_SQL.format(cols=", ".join(f"k.{c}" for c in cols))
     store.con.execute(
-        f"INSERT INTO trace_kernels ({', '.join(cols)}, annotation, step) "
+        f"INSERT INTO logpipe_internal.trace_kernels ({', '.join(cols)}, annotation, step) "
         f"SELECT * FROM ({ANNOTATE_CTES} {select})", [key, files])
 
 
@@ -221,8 +221,7 @@ def link_by_profile_id(store: Store) -> set[str]:
     done = set()
     for src, runs in linked.items():
         if len(runs) == 1:
-            store.con.execute("UPDATE traces SET run_id = ?, link_method = 'profile id' "
-                              "WHERE source_path = ?", [next(iter(runs)), src])
+            store.link("traces", src, next(iter(runs)), "profile id")
             done.add(src)
     return done
 
@@ -232,7 +231,8 @@ def apply_trace_env(store: Store, tiers: Tiers) -> None:
 
     A fact fills a key the run lacks (source ``trace <file>``); where the run already has
     the key with another value, the existing value stays and the disagreement is noted.
-    Runs are marked profiled: a trace exists only while a profiler ran.
+    (A run with a trace is profiled: a trace exists only while a profiler ran;
+    :meth:`Store.derive_profiled` says so.)
     """
     rows = store.all(
         "SELECT t.run_id, t.source_path, t.device_properties, t.distributed_info, "
@@ -244,6 +244,7 @@ def apply_trace_env(store: Store, tiers: Tiers) -> None:
         metadata["distributedInfo"] = json.loads(dist) if dist else None
         by_run.setdefault(run_id, (env_json, []))[1].append(
             (Path(src).name, torch_trace.device_facts(metadata)))
+    updates: list[tuple[str, RunEnv, dict[str, Any]]] = []
     for run_id, (env_json, facts) in by_run.items():
         env = RunEnv.from_json(env_json)
         changed = False
@@ -259,13 +260,5 @@ def apply_trace_env(store: Store, tiers: Tiers) -> None:
                     entry.conflict = f"{source} says {value!r}"
                     changed = True
         if changed:
-            store.con.execute(
-                "UPDATE runs SET env = ?, env_fingerprint = ? WHERE run_id = ?",
-                [env.to_json(), env.fingerprint(), run_id])
-            store.con.execute("DELETE FROM run_env WHERE run_id = ?", [run_id])
-            store.con.executemany("INSERT INTO run_env VALUES (?, ?, ?, ?, ?, ?)", [
-                (run_id, k, e.value if isinstance(e.value, str)
-                 else json.dumps(e.value, default=str), e.tier, e.source, e.conflict)
-                for k, e in sorted(env.entries.items())])
-    store.con.execute("UPDATE runs SET profiled = true WHERE run_id IN "
-                      "(SELECT run_id FROM traces WHERE run_id IS NOT NULL)")
+            updates.append((run_id, env, {}))
+    store.set_run_envs(updates)

@@ -38,7 +38,7 @@ _RUN_KEYS_SQL = """
 SELECT r.run_id,
        c.data_key || '|' || sha256(CAST(row(r.name, r.role, r.spec_algorithm, r.profiled,
            r.env, r.env_complete, r.format_era, r.era_mask, r.engine_version) AS VARCHAR))
-FROM runs r JOIN run_summary_cache c USING (run_id)
+FROM runs r JOIN logpipe_internal.run_summary_cache c USING (run_id)
 """
 
 
@@ -68,7 +68,8 @@ class VerdictCache:
             self.run_keys = {str(r): str(k) for r, k in store.all(_RUN_KEYS_SQL)
                              if r not in skip and k is not None}
             self.known = {str(k): (str(v), s, str(d)) for k, v, s, d in store.all(
-                "SELECT pair_key, verdict, speedup, detail FROM pair_verdict_cache")}
+                "SELECT pair_key, verdict, speedup, detail "
+                "FROM logpipe_internal.pair_verdict_cache")}
         except duckdb.Error:  # a database without the caches: nothing is kept
             self.run_keys, self.known = {}, {}
             return
@@ -99,13 +100,13 @@ class VerdictCache:
         try:
             with Store.open(db) as store, store.transaction():
                 store.con.executemany(
-                    "DELETE FROM pair_verdict_cache WHERE spec_run_id = ? "
+                    "DELETE FROM logpipe_internal.pair_verdict_cache WHERE spec_run_id = ? "
                     "AND baseline_run_id = ?", [[s, b] for _, s, b, *_ in self.new])
                 store.con.executemany(
-                    "INSERT INTO pair_verdict_cache VALUES (?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO logpipe_internal.pair_verdict_cache VALUES (?, ?, ?, ?, ?, ?)",
                     [list(row) for row in self.new])
                 store.con.execute(
-                    "DELETE FROM pair_verdict_cache WHERE spec_run_id NOT IN "
+                    "DELETE FROM logpipe_internal.pair_verdict_cache WHERE spec_run_id NOT IN "
                     "(SELECT run_id FROM runs) OR baseline_run_id NOT IN "
                     "(SELECT run_id FROM runs)")
         except (duckdb.Error, OSError):

@@ -268,7 +268,7 @@ def test_cached_run_summary_is_the_view_row_for_row(tmp_path: Path) -> None:
         assert len(view) > 30 and view == cached == one
         # a changed run is found stale and recomputed; a deleted one drops out
         rid = view[0][0]
-        store.con.execute("DELETE FROM batches WHERE run_id = ? AND line_no = "
+        store.con.execute("DELETE FROM logpipe_internal.batches WHERE run_id = ? AND line_no = "
                           "(SELECT max(line_no) FROM batches WHERE run_id = ?)", [rid, rid])
         assert [r for r, _ in summaries.stale(store)] == [rid]
         assert summaries.refresh(store) == 1
@@ -330,10 +330,10 @@ def test_pair_verdicts_are_kept_and_judged_again_when_an_input_changes(
     db = tmp_path / "v.duckdb"
     shutil.copy(sample_db, db)
     check(db, "--suite", "regressions")  # read-only: judges every pair, keeps nothing
-    assert query(db, "SELECT count(*) FROM pair_verdict_cache") == [(0,)]
+    assert query(db, "SELECT count(*) FROM logpipe_internal.pair_verdict_cache") == [(0,)]
     check(db, "--suite", "regressions", "--update-cache")  # keeps the verdicts
     kept = query(db, "SELECT spec_run_id, baseline_run_id, pair_key, detail "
-                     "FROM pair_verdict_cache ORDER BY ALL")
+                     "FROM logpipe_internal.pair_verdict_cache ORDER BY ALL")
     assert len(kept) >= 2
     with Store.open(db, read_only=True) as store:
         fresh = speculation_vs_baseline(store, {})  # judged now, no cache
@@ -345,21 +345,24 @@ def test_pair_verdicts_are_kept_and_judged_again_when_an_input_changes(
         assert len(cache.new) == len(kept)  # other options: judged again
     spec = kept[0][0]
     con = duckdb.connect(str(db))
-    con.execute("UPDATE pair_verdict_cache SET detail = 'kept' WHERE spec_run_id = ?", [spec])
+    con.execute("UPDATE logpipe_internal.pair_verdict_cache SET detail = 'kept' "
+                "WHERE spec_run_id = ?", [spec])
     con.close()
     with Store.open(db, read_only=True) as store:  # the check reports the kept verdict...
         assert "kept" in speculation_vs_baseline(store, {}, VerdictCache(store))["detail"]
     con = duckdb.connect(str(db))  # ...until an input of the pair changes (here by hand)
-    con.execute("UPDATE batches SET gen_throughput = gen_throughput * 1.5 WHERE run_id = ? "
+    con.execute("UPDATE logpipe_internal.batches SET gen_throughput = gen_throughput * 1.5 "
+                "WHERE run_id = ? "
                 "AND line_no = (SELECT max(line_no) FROM batches WHERE run_id = ? "
                 "AND kind = 'decode')", [spec, spec])
     con.close()
     check(db, "--suite", "regressions", "--update-cache")  # a value changed in place...
-    assert "kept" in [r[0] for r in query(db, "SELECT detail FROM pair_verdict_cache")]
+    assert "kept" in [r[0] for r in query(
+        db, "SELECT detail FROM logpipe_internal.pair_verdict_cache")]
     check(db, "--suite", "regressions", "--rescan", "--update-cache")  # ...until every
     # line is read
     after = query(db, "SELECT spec_run_id, baseline_run_id, pair_key, detail "
-                      "FROM pair_verdict_cache ORDER BY ALL")
+                      "FROM logpipe_internal.pair_verdict_cache ORDER BY ALL")
     assert [r[:2] for r in after] == [r[:2] for r in kept]  # replaced, not added
     assert [r[2] != k[2] for r, k in zip(after, kept, strict=True)] == [
         r[0] == spec for r in kept]
@@ -376,7 +379,7 @@ def test_check_updates_a_database_of_an_older_logpipe_only_when_asked(sample_db:
     shutil.copy(sample_db, db)
     con = duckdb.connect(str(db))  # views of another release
     con.execute("DROP VIEW run_batch_ranges")
-    con.execute("UPDATE schema_views SET sha256 = 'older'")
+    con.execute("UPDATE logpipe_internal.schema_views SET sha256 = 'older'")
     con.close()
     with Store.open(db, read_only=True) as store:
         assert store.outdated()
@@ -406,7 +409,7 @@ def test_ingest_keeps_batch_ranges_equal_to_the_view(tmp_path: Path) -> None:
     def ingest(text: str, replace: bool = False) -> str:
         log.write_text(text)
         (res,) = ingest_paths([logs], db, replace=replace).files
-        kept = query(db, "SELECT * FROM run_batch_ranges_cache ORDER BY run_id")
+        kept = query(db, "SELECT * FROM logpipe_internal.run_batch_ranges_cache ORDER BY run_id")
         assert kept == query(db, "SELECT * FROM run_batch_ranges ORDER BY run_id")
         assert kept
         assert sum(k[1] for k in kept) == query(db, "SELECT count(*) FROM batches")[0][0]
@@ -440,10 +443,12 @@ def test_check_reads_every_line_when_the_kept_ranges_drifted(sample_db: Path,
     (run_id, line_no), = con.execute(
         "SELECT run_id, max(line_no) FROM batches WHERE token_usage IS NOT NULL "
         "GROUP BY run_id ORDER BY run_id LIMIT 1").fetchall()
-    con.execute("UPDATE batches SET token_usage = 1.5 WHERE run_id = ? AND line_no = "
-                "(SELECT min(line_no) FROM batches WHERE run_id = ? AND token_usage IS NOT "
+    con.execute("UPDATE logpipe_internal.batches SET token_usage = 1.5 WHERE run_id = ? "
+                "AND line_no = (SELECT min(line_no) FROM batches WHERE run_id = ? "
+                "AND token_usage IS NOT "
                 "NULL)", [run_id, run_id])
-    con.execute("DELETE FROM batches WHERE run_id = ? AND line_no = ?", [run_id, line_no])
+    con.execute("DELETE FROM logpipe_internal.batches WHERE run_id = ? AND line_no = ?",
+                [run_id, line_no])
     con.close()
     with Store.open(db, read_only=True) as store:
         assert summaries.ranges_drifted(store) == [run_id]
@@ -457,7 +462,8 @@ def test_check_reads_every_line_when_the_kept_ranges_drifted(sample_db: Path,
     assert row["max_token_usage"] == 1.5
     with Store.open(db, read_only=True) as store:  # repaired when asked
         assert summaries.ranges_drifted(store) == []
-        assert store.all("SELECT * FROM run_batch_ranges_cache ORDER BY run_id") == \
+        assert store.all(
+            "SELECT * FROM logpipe_internal.run_batch_ranges_cache ORDER BY run_id") == \
             store.all("SELECT * FROM run_batch_ranges ORDER BY run_id")
 
 

@@ -208,7 +208,7 @@ def test_failure_mid_file_leaves_database_as_it_was(tmp_path: Path, db: Path,
         return original(self, table, frame, **kw)
 
     monkeypatch.setattr(Spool, "add", failing)
-    from logpipe import ingest as ingest_mod
+    from logpipe.ingest import logfile as ingest_mod
 
     monkeypatch.setattr(ingest_mod, "line_blocks",
                         lambda fh, _size=0: readers.line_blocks(fh, block_bytes=4096))
@@ -222,7 +222,7 @@ def test_failure_mid_file_leaves_database_as_it_was(tmp_path: Path, db: Path,
 
 def test_chunked_parse_equals_whole_parse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                                           ) -> None:
-    from logpipe import ingest as ingest_mod
+    from logpipe.ingest import logfile as ingest_mod
 
     whole = tmp_path / "whole.duckdb"
     ingest_paths([SAMPLES / "eras"], whole)

@@ -39,7 +39,8 @@ def test_blank_database_has_documented_columns(db: Path) -> None:
 def test_migrations_are_recorded_and_not_reapplied(db: Path) -> None:
     with Store.open(db) as store:
         versions = [v for v, _, _ in migrations()]
-        assert store.all("SELECT version FROM schema_migrations ORDER BY 1") == [
+        assert store.all("SELECT version FROM logpipe_internal.schema_migrations "
+                         "ORDER BY 1") == [
             (v,) for v in versions]
     with Store.open(db) as store:
         assert store.migrate() == []
@@ -56,7 +57,7 @@ def test_documented_views_exist(db: Path) -> None:
     assert views == ["batch_states", "steady_decode", "run_pairs", "spec_pairing",
                      "bench_vs_log", "phase_summary", "profiling_overhead", "kernel_summary",
                      "kernel_class_summary", "annotation_summary", "run_summary",
-                     "run_batch_ranges"]
+                     "run_batch_ranges", "run_data_keys"]
     with Store.open(db) as store:
         for view in views:
             assert store.columns(view), view

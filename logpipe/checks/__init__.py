@@ -304,7 +304,7 @@ def _scan_once(store: Store, rescan: bool = False) -> bool:
                           "SELECT * FROM main.run_batch_ranges")
         return not summaries.ranges_drifted(store, "temp.run_batch_ranges")
     kept = not summaries.ranges_drifted(store)
-    source = "main.run_batch_ranges_cache" if kept else "main.run_batch_ranges"
+    source = "logpipe_internal.run_batch_ranges_cache" if kept else "main.run_batch_ranges"
     store.con.execute(f"CREATE OR REPLACE TEMP TABLE run_batch_ranges AS SELECT * FROM {source}")
     return kept
 

@@ -18,7 +18,9 @@ from rich.console import Console
 from rich.table import Table
 
 if TYPE_CHECKING:  # importing ingest would pull polars into every command's start-up
+    from logpipe.fleet import FleetResult
     from logpipe.ingest import IngestResult
+    from logpipe.lake import ExportResult
 
 FORMATS = ("table", "csv", "json", "jsonl")
 
@@ -77,6 +79,36 @@ def _display(path: str) -> str:
         return str(Path(path).relative_to(Path.cwd().resolve()))
     except ValueError:
         return path
+
+
+def export_summary(result: ExportResult) -> str:
+    """What an export wrote."""
+    total = sum(result.rows.values())
+    return (f"Exported to {result.lake}: {result.units_written} part(s) written "
+            f"({result.files_written} file(s)), {result.units_kept} unchanged, "
+            f"{result.units_dropped} dropped; {total} rows in "
+            f"{sum(1 for n in result.rows.values() if n)} tables\n")
+
+
+def fleet_summary(result: FleetResult) -> str:
+    """What a fleet ingest into a lake did."""
+    lines = [f"Ingested into the lake {result.lake} with {result.engine}"
+             + (f" ({result.workers} workers)" if result.engine == "ray" else "")
+             + f": {result.groups} folder(s) read, {result.groups_skipped} unchanged",
+             f"  files: {result.files}, {result.bytes_read / 1e6:.1f} MB; parts: "
+             f"{result.units_written} written, {result.units_kept} unchanged",
+             f"  time: {result.seconds:.2f} s"]
+    if result.rows:
+        lines.insert(2, "  lake rows: " + ", ".join(
+            f"{result.rows.get(t, 0)} {t}" for t in ("runs", "batches", "events")))
+    for what, items in (("duplicates (not read)", result.duplicates),
+                        ("failed files", result.files_failed),
+                        ("failed tasks (nothing of theirs was committed)",
+                         result.tasks_failed)):
+        if items:
+            lines.append(f"  {what}: " + "; ".join(items[:5])
+                         + (" ..." if len(items) > 5 else ""))
+    return "\n".join(lines) + "\n"
 
 
 def ingest_summary(result: IngestResult) -> str:

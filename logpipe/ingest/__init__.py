@@ -1,0 +1,154 @@
+"""walk → detect → parse → store, one transaction per file.
+
+The parts: :mod:`~logpipe.ingest.walk` (which files), :mod:`~logpipe.ingest.changes`
+(what is new in each), :mod:`~logpipe.ingest.logfile` (the parse loop of a server log),
+:mod:`~logpipe.ingest.records` (files read whole), :mod:`~logpipe.ingest.environment`
+(environments and clocks of runs) and :mod:`~logpipe.ingest.linking` (records to runs).
+
+:func:`ingest_paths` is the whole job behind ``logpipe ingest``.  For each file it decides
+what is new by comparing the file with its ``sources`` row, as logrotate-aware tailers do
+(a file is its (device, inode) plus the hash of what was read from it):
+
+- unknown path, unknown content → parse everything (``new``);
+- same path, the bytes ingested last time are unchanged → parse only what was appended
+  (``appended``; ``unchanged`` when nothing was);
+- same file, now shorter than what was ingested → it was truncated (``copytruncate``,
+  ``> server.log``): the rows already ingested are kept and reading restarts at the new
+  content, line numbers and the open launch continuing (``truncated``);
+- same path, another file (a new inode: rotation by rename, then a new file created) →
+  the old rows are set aside under the old file's identity, so that the rotated copy takes
+  them when it is found, and the new file is read (``new``);
+- same file, same size or longer, but the bytes ingested changed → edited in place:
+  nothing is deleted unless ``replace`` (``--replace``) says so (``changed``; with
+  ``replace``: ``rewritten``);
+- unknown path whose content starts with the bytes of a file that is gone or now holds
+  something else → the file was moved or rotated: its rows follow it (``moved``);
+- unknown path whose content duplicates a file still present, or an earlier generation of
+  a truncated file → ``duplicate``, skipped.
+
+A line still being written (no final newline) is left for the next ingest.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from logpipe import clock
+from logpipe.env import Tiers, discover
+from logpipe.errors import LogpipeError
+from logpipe.ingest.base import PARSER_VERSION, EnvOptions, FileResult, IngestResult, Progress
+from logpipe.ingest.environment import attach_env
+from logpipe.ingest.linking import link_records, mark_duplicate_benchmarks
+from logpipe.ingest.logfile import ingest_log
+from logpipe.ingest.records import ingest_records, ingest_trace
+from logpipe.ingest.walk import run_base_name, walk
+from logpipe.readers import read_head
+from logpipe.sources import HEAD_BYTES, bench, detect, torch_trace
+from logpipe.sources.sglang_log import NAME as SGLANG
+from logpipe.sources.sglang_log import SOURCE as SGLANG_SOURCE
+from logpipe.sources.sglang_log import sniff as sglang_sniff
+from logpipe.store import Store
+from logpipe.traces import apply_trace_env
+
+__all__ = ["PARSER_VERSION", "EnvOptions", "FileResult", "IngestResult", "attach_env",
+           "ingest_files", "ingest_paths", "link_records", "mark_duplicate_benchmarks",
+           "run_base_name", "walk"]
+
+
+def ingest_paths(
+    paths: Iterable[str | Path],
+    db: str | Path,
+    *,
+    env: dict[str, str] | None = None,
+    tags: dict[str, str] | None = None,
+    tiers_file: Path | None = None,
+    bench_run: str | None = None,
+    keep_request_text: bool = False,
+    replace: bool = False,
+    tz: str | None = None,
+    progress: Progress | None = None,
+    on_total: Callable[[int], None] | None = None,
+) -> IngestResult:
+    """Ingest every recognised file under ``paths`` into the database ``db``.
+
+    ``env`` and ``tags`` (``--env``/``--tag``) are attached to every run ingested now and
+    win over manifests; ``tiers_file`` overrides the default tiers; ``replace`` lets a file
+    edited in place replace its rows (otherwise they are kept and the file is reported);
+    ``tz`` is the zone of the SGLang stamps (``UTC``, ``+02:00``, an IANA name).
+    """
+    started = time.perf_counter()
+    if tz is not None:
+        clock.offset_of(tz)  # an unknown zone fails before anything is read
+    db_path = Path(db)
+    options = EnvOptions(dict(env or {}), dict(tags or {}), Tiers.load(tiers_file), bench_run,
+                         keep_request_text, replace, tz)
+    files = walk([Path(p) for p in paths], exclude=[db_path])
+    if on_total is not None:
+        on_total(sum(f.stat().st_size for f, _ in files))
+    return ingest_files(files, db_path, options, progress, started)
+
+
+def ingest_files(files: list[tuple[Path, Path]], db: Path, options: EnvOptions,
+                 progress: Progress | None = None, started: float | None = None
+                 ) -> IngestResult:
+    """Ingest ``(file, root)`` pairs as :func:`walk` lists them (the root bounds where
+    folder manifests are looked for), then link records to runs across them."""
+    started = time.perf_counter() if started is None else started
+    result = IngestResult(db=str(db))
+    with Store.open(db) as store:
+        for path, root in files:
+            result.files.append(_ingest_file(store, path, root, options, progress))
+        with store.transaction():
+            result.unlinked = link_records(store)
+            apply_trace_env(store, options.tiers or Tiers.load())
+            store.derive_profiled()
+        touched = [f.path for f in result.files if f.rows.get("bench_results")]
+        if touched:
+            result.duplicates = [(f"{src}:{line}", dup) for src, line, dup in store.all(
+                "SELECT source_path, line_no, duplicate_of FROM bench_results WHERE "
+                "duplicate_of IS NOT NULL AND source_path IN (SELECT unnest(?)) ORDER BY 1, 2",
+                [touched])]
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _ingest_file(store: Store, path: Path, root: Path, options: EnvOptions,
+                 progress: Progress | None) -> FileResult:
+    key = str(path.resolve())
+    try:
+        head = read_head(path, HEAD_BYTES)
+    except OSError as exc:
+        return FileResult(key, "failed", detail=f"cannot read: {exc}")
+    text_head = head.decode("utf-8", errors="replace")
+    source = detect(text_head)
+    if source is not None and source.name == bench.CONSOLE.name and sglang_sniff(text_head):
+        # a run script that sent the server's output and bench_serving's summary to one
+        # file: read it as the server log it is; the summaries come with it
+        source = SGLANG_SOURCE
+    if source is None:
+        if progress:
+            progress(path.stat().st_size)
+        return FileResult(key, "skipped", detail="not a recognised format")
+    try:
+        with store.transaction():
+            if source.name == SGLANG:
+                res = ingest_log(store, path, key, source.name, head, progress,
+                                  options.keep_request_text, options.replace)
+                if res.status not in ("duplicate", "changed"):
+                    attach_env(store, key, discover(path, root), options)
+            elif source.name == torch_trace.SOURCE.name:
+                res = ingest_trace(store, path, key, options)
+                if progress:
+                    progress(path.stat().st_size)
+            else:
+                res = ingest_records(store, path, key, source.name, options)
+                if progress:
+                    progress(path.stat().st_size)
+    except LogpipeError as exc:
+        return FileResult(key, "failed", kind=source.name, detail=str(exc))
+    except Exception as exc:  # noqa: BLE001 - any failure of one file must not stop the rest
+        return FileResult(key, "failed", kind=source.name,
+                          detail=f"{type(exc).__name__}: {exc}")
+    return res

@@ -1,0 +1,97 @@
+"""Change detection: what is new in a file, decided from its ``sources`` row.
+
+See :mod:`logpipe.ingest` for the cases.  A file is its (device, inode) plus the hashes of
+what was read from it (first 4 KiB, last 1 MiB), as logrotate-aware tailers keep it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+from logpipe.readers import COMPRESSED_SUFFIXES, open_binary, read_exact, skip_to
+from logpipe.store import Store
+
+HEAD_HASH_BYTES = 4096
+TAIL_HASH_BYTES = 1 << 20
+
+
+def window_sha(path: Path, end: int, size: int) -> str | None:
+    """SHA-256 of the ``size`` bytes before offset ``end`` (decompressed), or None when
+    the file is shorter."""
+    start = max(0, end - size)
+    with open_binary(path) as fh:
+        if skip_to(fh, path, start) != start:
+            return None
+        data = fh.read(end - start)
+    return hashlib.sha256(data).hexdigest() if len(data) == end - start else None
+
+
+def _same_prefix(path: Path, row: dict[str, Any]) -> bool:
+    """Does ``path`` still begin with the bytes ingested for ``row``?  Checked by the hash
+    of the first 4 KiB and of the last (up to) 1 MiB ingested, not by re-reading it all."""
+    n = int(row["bytes_ingested"] or 0)
+    if row.get("tail_sha256") is None:  # rows written before migration 0003
+        h = hashlib.sha256()
+        with open_binary(path) as fh:
+            got = read_exact(fh, n, h)
+        return got == n and h.hexdigest() == row["sha256"]
+    head = window_sha(path, min(n, HEAD_HASH_BYTES), HEAD_HASH_BYTES)
+    return head == row["head_sha256"] and window_sha(path, n, TAIL_HASH_BYTES) == \
+        row["tail_sha256"]
+
+
+def _retire(store: Store, key: str, existing: dict[str, Any]) -> None:
+    """Set the rows of a file that no longer lives at ``key`` aside under a path of their
+    own (``key`` plus the old file's identity), so that its rotated copy takes them."""
+    aside = f"{key} (replaced file {existing.get('device')}:{existing.get('inode')})"
+    store.move_source(key, aside)
+
+
+def decide(store: Store, path: Path, key: str, stat: os.stat_result, head_sha: str,
+            replace: bool) -> tuple[str, dict[str, Any] | None, str | None]:
+    """``(status, existing source row to continue from, detail)`` for a log file; the
+    status is one of the module docstring's.  Moves and set-asides happen here."""
+    existing = store.source(key)
+    if existing is not None and existing.get("inode") not in (None, stat.st_ino) and \
+            not _same_prefix(path, existing):
+        _retire(store, key, existing)  # rotated by rename: another file lives here now
+        existing = None
+    if existing is None:
+        for other in store.sources_with_head(head_sha):
+            if not _same_prefix(path, other):
+                continue
+            old = Path(other["path"])
+            if old.exists() and _same_prefix(old, other):
+                return "duplicate", None, f"same content as {other['path']}"
+            store.move_source(other["path"], key)
+            return "moved", store.source(key), None
+        for gen in store.all(
+                "SELECT path, generation, bytes_ingested, tail_sha256 FROM "
+                "logpipe_internal.source_generations WHERE head_sha256 = ?", [head_sha]):
+            n = int(gen[2] or 0)
+            if window_sha(path, n, TAIL_HASH_BYTES) == gen[3]:
+                extra = stat.st_size - n
+                return "duplicate", None, (
+                    f"rotated copy of {gen[0]} before its truncation, already ingested"
+                    + (f"; {extra} byte(s) after the ingested part are not read (written "
+                       "between the last ingest and the rotation)" if extra > 0 else ""))
+        return "new", None, None
+    if _same_prefix(path, existing):
+        return "appended", existing, None
+    if replace:
+        store.delete_source(key)
+        return "rewritten", None, None
+    compressed = path.name.lower().endswith(COMPRESSED_SUFFIXES)
+    if not compressed and stat.st_size < int(existing["bytes_ingested"] or 0):
+        # (a compressed file's size is not comparable with the bytes read from it)
+        store.con.execute(
+            "INSERT INTO logpipe_internal.source_generations VALUES (?, ?, ?, ?, ?, ?, now())",
+            [key, int(existing.get("generations") or 0), existing["head_sha256"],
+             existing["tail_sha256"], existing["bytes_ingested"], existing["lines"]])
+        return "truncated", existing, None
+    return "changed", None, (
+        "the bytes ingested earlier changed in place; its rows are kept as they were. "
+        "Pass --replace to replace them with the file's content")

@@ -1,0 +1,94 @@
+"""The environment and clock of the runs read from a file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from logpipe import clock
+from logpipe.env import RunEnv, Tiers, build_env, load_manifest, log_facts
+from logpipe.errors import InputError
+from logpipe.ingest.base import EnvOptions
+from logpipe.store import Store
+
+
+def attach_env(store: Store, key: str, manifests: list[Path], options: EnvOptions) -> None:
+    """(Re)compute the environment of every run read from ``key``.  (Whether a run was
+    profiled follows from it and from the run's records: :meth:`Store.derive_profiled`.)
+
+    Runs are recomputed on every ingest, so a manifest added later takes effect; values
+    given on an earlier command line are kept unless given again.
+    """
+    loaded = [(str(p), load_manifest(p)) for p in manifests]
+    tiers = options.tiers or Tiers.load()
+    rewritten: list[tuple[str, RunEnv, dict[str, Any]]] = []
+    for (run_id, server_args, era_label, old_env, old_fp, old_complete, old_version,
+         old_tags) in store.all(
+        "SELECT run_id, server_args, format_era, env, env_fingerprint, env_complete, "
+        "engine_version, tags::VARCHAR FROM runs WHERE source_path = ?", [key]
+    ):
+        previous = RunEnv.from_json(old_env)
+        cli = {k: e.value for k, e in previous.entries.items()
+               if e.source == "command line" and not k.startswith("tag.")}
+        tags = {k[4:]: e.value for k, e in previous.entries.items()
+                if e.source == "command line" and k.startswith("tag.")}
+        cli.update(options.env)
+        tags.update(options.tags)
+        said = log_facts((kind, json.loads(attrs) if attrs else {}) for kind, attrs in store.all(
+            "SELECT kind, attrs FROM events WHERE run_id = ? AND kind IN ('nccl_env', "
+            "'nccl_version', 'setting_adjusted', 'attention_backend', 'capacity', "
+            "'load_weight', 'kv_cache', 'graph_capture', 'startup_timings') "
+            "ORDER BY line_no", [run_id]))
+        env = build_env(tiers=tiers, manifests=loaded,
+                        server_args=json.loads(server_args) if server_args else None,
+                        format_era=era_label, cli_env=cli, tags=tags, log_facts=said)
+        version = env.entries.get("pkg.sglang")
+        set_clock(store, run_id, env, options.tz)
+        env_json, tags_json = env.to_json(), json.dumps(tags, default=str)
+        unchanged = (env_json == old_env and env.fingerprint() == old_fp
+                     and env.complete == old_complete and tags_json == old_tags
+                     and (version is None or str(version.value) == old_version))
+        if unchanged:
+            continue  # an unchanged file and no new manifest: nothing to rewrite
+        columns: dict[str, Any] = {"env_complete": env.complete, "tags": tags_json}
+        if version is not None:
+            columns["engine_version"] = str(version.value)
+        rewritten.append((run_id, env, columns))
+    store.set_run_envs(rewritten)
+
+
+_OUTER_OFFSET_SQL = """
+SELECT median(epoch(x.ts) - epoch(p.outer_ts)), count(*)
+FROM line_prefixes p
+JOIN (SELECT run_id, line_no, ts FROM batches WHERE run_id = $1
+      UNION ALL SELECT run_id, line_no, ts FROM events WHERE run_id = $1) x
+  USING (run_id, line_no)
+WHERE p.run_id = $1 AND p.outer_ts_utc AND x.ts IS NOT NULL
+"""
+
+
+def set_clock(store: Store, run_id: str, env: RunEnv, tz: str | None) -> None:
+    """The offset of the run's stamps from UTC, and where it came from: ``--tz``, the
+    manifest (the host's zone at capture), or a host logger's zoned stamps beside
+    SGLang's; else unknown (NULL)."""
+    start = store.one("SELECT started_at FROM runs WHERE run_id = ?", [run_id])
+    at = start[0] if start else None
+    offset: int | None = None
+    source: str | None = None
+    declared = env.entries.get("host.utc_offset_s")
+    if tz is not None:
+        offset, source = clock.offset_of(tz, at), f"--tz {tz}"
+    elif declared is not None and declared.value is not None:
+        zone = env.entries.get("host.timezone")
+        name = str(zone.value) if zone is not None and zone.value else None
+        try:  # the zone's offset at the run's start (daylight saving), else as captured
+            offset = clock.offset_of(name, at) if name and "/" in name else int(declared.value)
+        except (InputError, TypeError, ValueError):
+            offset = int(declared.value)
+        source = "manifest"
+    else:
+        row = store.one(_OUTER_OFFSET_SQL, [run_id])
+        if row and row[1]:
+            offset, source = clock.rounded(float(row[0])), "outer stamps"
+    store.update_run(run_id, utc_offset_s=offset, clock_source=source)

@@ -1,0 +1,97 @@
+"""Linking: which server run each benchmark record, phase dump and trace measured."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from logpipe import clock
+from logpipe.ingest.base import IN_LOG
+from logpipe.store import Store
+from logpipe.traces import link_by_profile_id
+
+LINKED_TABLES = ("bench_results", "phase_timings", "request_metrics", "traces")
+# when a record file was written, as an instant, for the time-window link (else the
+# file's modification time)
+LINK_TIME = {"traces": "t.started_at"}
+
+
+# bench_serving prints floats with two decimals: a console value equals its JSONL value
+# to that precision
+CONSOLE_PRECISION = 0.0051
+_DUPLICATES_SQL = f"""
+UPDATE logpipe_internal.bench_results SET duplicate_of = d.record
+FROM (
+    SELECT c.source_id, c.line_no,
+           min(js.path || ':' || j.line_no) AS record
+    FROM logpipe_internal.bench_results c JOIN logpipe_internal.bench_results j
+      ON c.run_id = j.run_id AND c.format = 'console' AND j.format = 'jsonl'
+     AND c.completed = j.completed
+     AND abs(c.duration_s - j.duration_s) <= {CONSOLE_PRECISION}
+     AND abs(c.output_throughput - j.output_throughput) <= {CONSOLE_PRECISION}
+     AND (c.total_output_tokens IS NULL OR c.total_output_tokens = j.total_output_tokens)
+    JOIN sources js ON js.source_id = j.source_id
+    GROUP BY ALL
+) d
+WHERE bench_results.source_id = d.source_id AND bench_results.line_no = d.line_no
+  AND bench_results.duplicate_of IS DISTINCT FROM d.record
+"""
+
+
+def mark_duplicate_benchmarks(store: Store) -> None:
+    """One benchmark, one result: a console summary whose run also has the JSONL record of
+    the same measurement (same counts and duration, values equal to the console's printed
+    precision) names that record in ``duplicate_of``; the JSONL row is the one kept."""
+    store.con.execute("UPDATE logpipe_internal.bench_results SET duplicate_of = NULL "
+                      "WHERE duplicate_of IS NOT NULL AND run_id IS NULL")
+    store.con.execute(_DUPLICATES_SQL)
+
+
+def link_records(store: Store) -> list[str]:
+    """Link benchmark records and phase dumps to the server run they measured; returns the
+    unlinked benchmark records (``path:line``).
+
+    Explicit links (``--run``) are kept.  A trace whose profile id one run's "Profiling
+    starts" line names goes to that run (``profile id``).  Otherwise, per file: the only
+    run whose log lies in the same folder (``same folder``), else the run in that folder
+    whose time span contains the file's time (``time window``: a trace's first event,
+    other files' modification time).  A run whose phase dump was taken with device
+    synchronisation is profiled (:meth:`Store.derive_profiled`, run after linking).
+    """
+    by_profile_id = link_by_profile_id(store)
+    runs = store.all("SELECT run_id, source_path, started_at, ended_at, utc_offset_s FROM runs")
+    by_folder: dict[str, list[tuple[str, Any, Any]]] = {}
+    for run_id, src, start, end, offset in runs:  # spans as instants (one clock)
+        by_folder.setdefault(str(Path(src).parent), []).append(
+            (run_id, clock.to_utc(start, offset), clock.to_utc(end, offset)))
+    for table in LINKED_TABLES:
+        files = store.all(
+            f"SELECT DISTINCT t.source_path, {LINK_TIME.get(table, 'NULL')}, s.mtime "
+            f"FROM {table} t JOIN sources s ON s.path = t.source_path "
+            f"WHERE coalesce(t.link_method, '') NOT IN ('explicit', '{IN_LOG}')")
+        for src, utc_time, local_mtime in files:
+            # a trace's first event is UTC; a file's modification time is this host's
+            mtime = utc_time if utc_time is not None else clock.file_time_utc(local_mtime)
+            if src in by_profile_id:
+                continue
+            candidates = by_folder.get(str(Path(src).parent), [])
+            run_id, method = None, None
+            if len(candidates) == 1:
+                run_id, method = candidates[0][0], "same folder"
+            else:
+                inside = [c for c in candidates if c[1] is not None and c[2] is not None
+                          and c[1] <= mtime <= c[2]]
+                if len(inside) == 1:
+                    run_id, method = inside[0][0], "time window"
+            store.link(table, src, run_id, method)
+    mark_duplicate_benchmarks(store)
+    unlinked = [f"{src}:{line}" for src, line in store.all(
+        "SELECT source_path, line_no FROM bench_results WHERE run_id IS NULL "
+        "AND duplicate_of IS NULL ORDER BY 1, 2")]
+    # server_info names the SGLang release the benchmark ran against (0.5.5+)
+    for run_id, version in store.all(
+            "SELECT b.run_id, min(b.sglang_version) FROM bench_results b JOIN runs r "
+            "USING (run_id) WHERE b.sglang_version IS NOT NULL AND r.engine_version IS NULL "
+            "GROUP BY b.run_id"):
+        store.update_run(run_id, engine_version=version)
+    return unlinked

@@ -1,0 +1,307 @@
+"""The parse loop of a server log: blocks of lines parsed ahead on the second core,
+finished in order, their rows spooled and loaded once per file, runs kept as they go."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import polars as pl
+
+from logpipe import era, summaries
+from logpipe.ingest.base import IN_LOG, PARSER_VERSION, FileResult, Progress
+from logpipe.ingest.changes import HEAD_HASH_BYTES, TAIL_HASH_BYTES, decide, window_sha
+from logpipe.ingest.walk import run_base_name
+from logpipe.readers import line_blocks, open_binary, skip_to
+from logpipe.server_args import redact, redact_text
+from logpipe.sources import bench
+from logpipe.sources.sglang_log import (
+    Launch,
+    LogState,
+    ParsedChunk,
+    PreparedChunk,
+    finish_chunk,
+    prepare_block,
+)
+from logpipe.store import Spool, Store
+
+PARSE_BLOCK_BYTES = 8 * 1024 * 1024
+
+
+def ingest_log(store: Store, path: Path, key: str, kind: str, head: bytes,
+                progress: Progress | None, keep_text: bool = False,
+                replace: bool = False) -> FileResult:
+    stat = path.stat()
+    head_sha = hashlib.sha256(head[:HEAD_HASH_BYTES]).hexdigest()
+    known = store.source(key)
+    if (known is not None and known["size_bytes"] == stat.st_size
+            and known["mtime"] == datetime.fromtimestamp(stat.st_mtime)
+            and known.get("inode") in (None, stat.st_ino)):
+        return FileResult(key, "unchanged", kind=kind)  # same size and mtime: not re-read
+    status, existing, detail = decide(store, path, key, stat, head_sha, replace)
+    if status in ("duplicate", "changed"):
+        return FileResult(key, status, kind=kind, detail=detail)
+
+    hasher = hashlib.sha256()
+    previous_sha: str | None = None
+    state = LogState()
+    offset = 0
+    generations = int(existing.get("generations") or 0) if existing else 0
+    fh = open_binary(path)
+    try:
+        if existing is not None:
+            state = LogState.from_json(existing["state"])
+            if status == "truncated":  # the new content continues the old line numbers
+                generations += 1
+            else:
+                n = int(existing["bytes_ingested"] or 0)
+                offset = n
+                previous_sha = existing["sha256"]
+                skip_to(fh, path, n)
+        res = FileResult(key, status, kind=kind)
+        fallback_date = datetime.fromtimestamp(stat.st_mtime).date().isoformat()
+        runs = _RunBook(store, path, key)
+        rejected = int(existing["rejected"] or 0) if existing else 0
+        noise = int(existing["noise_lines"] or 0) if existing else 0
+        lines_before = state.lines
+        tail = b""
+        if progress and offset:
+            progress(min(offset, stat.st_size))
+        summaries_in_log = _ConsoleSummaries()
+        with Spool(store) as spool, ThreadPoolExecutor(max_workers=AHEAD) as ahead, \
+                ThreadPoolExecutor(max_workers=1) as hashing:
+            for block, prepared in _prepared_blocks(fh, ahead, state.lines + 1,
+                                                    fallback_date):
+                summaries_in_log.feed(block, state.lines + 1)
+                hashing.submit(hasher.update, block)  # in order, off the main thread
+                tail = (block[-TAIL_HASH_BYTES:] if len(block) >= TAIL_HASH_BYTES
+                        else (tail + block)[-TAIL_HASH_BYTES:])
+                offset += len(block)
+                chunk = finish_chunk(prepared.result(), state, keep_text)
+                _write_chunk(store, key, chunk, runs, res, spool)
+                rejected += chunk.rejects.height
+                noise += chunk.noise
+                res.unread += chunk.unread
+                if progress:
+                    progress(len(block))
+            spool.load()
+        n = summaries_in_log.write(store, key, runs.ids())
+        if n:
+            res.rows["bench_results"] = n
+        res.lines = state.lines - lines_before
+        res.noise = noise - (int(existing["noise_lines"] or 0) if existing else 0)
+    finally:
+        fh.close()
+    if res.lines == 0 and status == "appended":
+        res.status = "unchanged"
+    if existing is not None and res.lines == 0 and status != "truncated":
+        tail_sha, sha = existing["tail_sha256"], existing["sha256"]
+    else:
+        tail_sha = (hashlib.sha256(tail).hexdigest() if len(tail) >= min(offset, TAIL_HASH_BYTES)
+                    else window_sha(path, offset, TAIL_HASH_BYTES))
+        # the first ingest hashes everything; each append chains the hash of its own bytes
+        sha = hasher.hexdigest() if previous_sha is None else hashlib.sha256(
+            (previous_sha + hasher.hexdigest()).encode()).hexdigest()
+    store.upsert_source({
+        "path": key,
+        "kind": kind,
+        "size_bytes": stat.st_size,
+        "sha256": sha,
+        "bytes_ingested": offset,
+        "lines": state.lines,
+        "rejected": rejected,
+        "noise_lines": noise,
+        "ingested_at": datetime.now(),
+        "parser_version": PARSER_VERSION,
+        "head_sha256": head_sha,
+        "tail_sha256": tail_sha,
+        "mtime": datetime.fromtimestamp(stat.st_mtime),
+        "state": state.to_json(),
+        "device": stat.st_dev,
+        "inode": stat.st_ino,
+        "generations": generations,
+    })
+    summaries.fold_ranges(store, key, lines_before)
+    res.runs_created = runs.created
+    return res
+
+
+AHEAD = 2
+"""Blocks prepared ahead of the one being finished (one per core of a small machine)."""
+
+
+def _prepared_blocks(fh: BinaryIO, ahead: ThreadPoolExecutor, first_line_no: int,
+                     fallback_date: str) -> Iterator[tuple[bytes, Future[PreparedChunk]]]:
+    """Blocks of complete lines, each with its state-free parse already started on
+    ``ahead``: the next blocks are prepared while the caller finishes and writes this one
+    (polars releases the GIL, so this uses the cores that one block's parse leaves idle;
+    at most ``AHEAD + 1`` blocks are in memory)."""
+    pending: deque[tuple[bytes, Future[PreparedChunk]]] = deque()
+    line_no = first_line_no
+    for block in line_blocks(fh, PARSE_BLOCK_BYTES):
+        pending.append((block, ahead.submit(prepare_block, block, line_no, fallback_date)))
+        line_no += block.count(b"\n")
+        if len(pending) > AHEAD:
+            yield pending.popleft()
+    while pending:
+        yield pending.popleft()
+
+
+class _ConsoleSummaries:
+    """``bench_serving`` summaries printed into a server log (a run script that sent both
+    to one file): found by their banner in the blocks as they stream by, written to
+    ``bench_results`` linked to the run whose lines they follow."""
+
+    BANNER = b"Serving Benchmark Result"
+
+    def __init__(self) -> None:
+        self.found: list[tuple[int, bytes]] = []
+        self._open: tuple[int, bytearray] | None = None
+
+    def feed(self, block: bytes, first_line_no: int) -> None:
+        if self._open is not None:  # a table cut by the block boundary
+            line_no, text = self._open
+            text += block[:64 * 1024]
+            self.found.append((line_no, bytes(text)))
+            self._open = None
+        pos = block.find(self.BANNER)
+        while pos >= 0:
+            start = block.rfind(b"\n", 0, pos) + 1
+            line_no = first_line_no + block.count(b"\n", 0, start)
+            chunk = block[start:start + 64 * 1024]
+            if len(chunk) < 64 * 1024 and not chunk.rstrip().endswith(b"="):
+                self._open = (line_no, bytearray(chunk))
+            else:
+                self.found.append((line_no, chunk))
+            pos = block.find(self.BANNER, pos + len(self.BANNER))
+
+    def write(self, store: Store, key: str, run_ids: dict[int, str]) -> int:
+        if self._open is not None:
+            self.found.append((self._open[0], bytes(self._open[1])))
+            self._open = None
+        rows = []
+        for line_no, data in self.found:
+            for start, row in bench.parse_console(data.decode("utf-8", errors="replace"))[:1]:
+                rows.append({"line_no": line_no + start - 1, **row})
+        if not rows:
+            return 0
+        frame = pl.DataFrame(rows, infer_schema_length=None)
+        runs = store.all("SELECT run_id, first_line FROM runs WHERE source_path = ? "
+                         "ORDER BY first_line", [key])
+        def run_of(line: int) -> str | None:
+            before = [rid for rid, first in runs if first is not None and first <= line]
+            return before[-1] if before else (runs[0][0] if runs else None)
+        frame = frame.with_columns(
+            pl.Series("run_id", [run_of(n) for n in frame["line_no"]], dtype=pl.String),
+            pl.lit(IN_LOG).alias("link_method"))
+        return store.insert("bench_results", frame, source_path=key)
+
+
+def _write_chunk(store: Store, key: str, chunk: ParsedChunk, runs: _RunBook,
+                 res: FileResult, spool: Spool) -> None:
+    """Write one parsed block: the bulky rows (batches, HTTP lines) to ``spool``, loaded
+    once at the end of the file; the few others straight into their tables."""
+    for row in chunk.runs.iter_rows(named=True):
+        runs.observe(row)
+    for launch in chunk.launches:
+        runs.launch(launch)
+    mapping = runs.ids()
+
+    def with_run(frame: pl.DataFrame) -> pl.DataFrame:
+        return frame.with_columns(
+            pl.col("run_seq").replace_strict(mapping, return_dtype=pl.String).alias("run_id")
+        )
+
+    for table, frame in (("batches", chunk.batches), ("http_requests", chunk.http)):
+        n = spool.add(table, with_run(frame), source_path=key)
+        res.rows[table] = res.rows.get(table, 0) + n
+    for table, frame in (("events", chunk.events), ("rejects", chunk.rejects),
+                         ("line_prefixes", chunk.prefixes)):
+        n = store.insert(table, with_run(frame), source_path=key)
+        res.rows[table] = res.rows.get(table, 0) + n
+    for table, frame in (("request_metrics", chunk.requests), ("phase_timings", chunk.phases)):
+        if frame.height:
+            n = store.insert(table, with_run(frame).with_columns(
+                pl.lit(IN_LOG).alias("link_method")), source_path=key)
+            res.rows[table] = res.rows.get(table, 0) + n
+    if chunk.continuation:  # a traceback's lines after its first, cut by the block
+        store.append_to_last_error(key, chunk.continuation)
+
+
+class _RunBook:
+    """Creates and updates the ``runs`` rows of one file as its lines stream by."""
+
+    def __init__(self, store: Store, path: Path, key: str) -> None:
+        self.store = store
+        self.path = path
+        self.key = key
+        self.created = 0
+        self._ids: dict[int, str] = {
+            int(seq): rid
+            for seq, rid in store.all(
+                "SELECT run_seq, run_id FROM runs WHERE source_path = ?", [key]
+            )
+        }
+
+    def ids(self) -> dict[int, str]:
+        return dict(self._ids)
+
+    def _new_name(self, seq: int) -> str:
+        base = run_base_name(self.path)
+        if seq > 0:
+            base = f"{base}-{seq + 1}"
+        name, k = base, 2
+        while self.store.name_taken(name):
+            name = f"{base}~{k}"
+            k += 1
+        return name
+
+    def observe(self, row: dict[str, Any]) -> None:
+        seq = int(row["run_seq"])
+        flags = {name: bool(row[name]) for name, _, _ in era.FEATURES}
+        if seq not in self._ids:
+            rid = hashlib.sha256(f"{self.key}\n{seq}\n{row['first_ts']}".encode()).hexdigest()[:12]
+            mask = era.mask_from_flags(flags)
+            self.store.add_run(rid, self._new_name(seq), self.key, seq, row["first_line"],
+                               row["first_ts"], row["last_ts"], era.label(mask), mask)
+            self._ids[seq] = rid
+            self.created += 1
+            return
+        rid = self._ids[seq]
+        current = self.store.one("SELECT era_mask FROM runs WHERE run_id = ?", [rid])
+        mask = era.mask_from_flags(flags, int(current[0]) if current and current[0] is not None
+                                   else era.ALL)
+        self.store.widen_run(rid, row["first_ts"], row["last_ts"], era.label(mask), mask)
+
+    def launch(self, launch: Launch) -> None:
+        rid = self._ids[launch.run_seq]
+        args = launch.args or {}
+        safe = redact(args)
+
+        def size(key: str) -> int | None:
+            if not args:
+                return None
+            value = args.get(key)
+            return int(value) if isinstance(value, int) else (1 if value is None else None)
+
+        def opt_int(key: str) -> int | None:
+            value = args.get(key)
+            return int(value) if isinstance(value, int) else None
+
+        algo = args.get("speculative_algorithm")
+        algo = str(algo) if algo not in (None, "", "None") else None
+        self.store.update_run(
+            rid, server_args=json.dumps(safe, default=str) if args else None,
+            server_args_raw=redact_text(launch.raw, args), model=args.get("model_path"),
+            tp_size=size("tp_size"), dp_size=size("dp_size"), ep_size=size("ep_size"),
+            pp_size=size("pp_size"), spec_algorithm=algo,
+            spec_num_steps=opt_int("speculative_num_steps"),
+            spec_eagle_topk=opt_int("speculative_eagle_topk"),
+            spec_num_draft_tokens=opt_int("speculative_num_draft_tokens"),
+            role="speculative" if algo else "baseline")

@@ -1,0 +1,59 @@
+"""Which files an ingest reads, and the run names their paths suggest."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from logpipe.env import is_manifest_name
+from logpipe.errors import InputError
+from logpipe.readers import COMPRESSED_SUFFIXES
+
+GENERIC_STEMS = {
+    "server", "log", "logs", "output", "out", "stdout", "stderr", "sglang", "launch",
+    "server_log", "serve", "console", "run", "nohup", "sglang_server", "launch_server",
+}
+TEXT_SUFFIXES = (".log", ".txt", ".out", ".err")
+
+
+def walk(paths: Iterable[Path], exclude: Iterable[Path] = ()) -> list[tuple[Path, Path]]:
+    """``(file, root)`` for files under ``paths`` in a stable order, skipping hidden entries,
+    environment manifests, database files and ``exclude``."""
+    skip = {p.resolve() for p in exclude}
+    out: list[tuple[Path, Path]] = []
+    for root in paths:
+        if not root.exists():
+            raise InputError("no such file or directory", path=root,
+                             hint="check the path; folders are searched recursively")
+        if root.is_file():
+            out.append((root, root.parent))
+            continue
+        for p in sorted(root.rglob("*")):
+            rel = p.relative_to(root)
+            if any(part.startswith(".") for part in rel.parts) or not p.is_file():
+                continue
+            out.append((p, root))
+    seen: set[Path] = set()
+    result = []
+    for p, root in out:
+        rp = p.resolve()
+        if (rp in seen or rp in skip or rp.name.endswith((".duckdb", ".duckdb.wal"))
+                or is_manifest_name(rp)):
+            continue
+        seen.add(rp)
+        result.append((p, root))
+    return result
+
+
+def run_base_name(path: Path) -> str:
+    """A memorable run name: the file stem, or the folder name when the stem is generic."""
+    name = path.name
+    for suffix in COMPRESSED_SUFFIXES + TEXT_SUFFIXES:
+        if name.lower().endswith(suffix):
+            name = name[: -len(suffix)]
+    for suffix in TEXT_SUFFIXES:
+        if name.lower().endswith(suffix):
+            name = name[: -len(suffix)]
+    if not name or name.lower() in GENERIC_STEMS:
+        name = path.parent.name or name or "run"
+    return name

@@ -1,0 +1,310 @@
+"""A Parquet lake: the public tables as hive-partitioned Parquet on shared storage.
+
+Layout (``DIR``)::
+
+    _schema.json                      contract version, every table's columns and partitions
+    _manifest.json                    the complete parts, per table and source file
+    table=batches/engine=sglang/run_id=<run>/part-<file>-<content>-<n>.parquet
+    table=sources/part-<file>-<content>-<n>.parquet
+    ...
+
+Every table of the database's public contract (``schemas/README.md``) is there with its
+documented columns, except ``sources.source_id`` (a number local to one database: the
+lake's key of a file is its path).  Tables whose rows belong to runs are partitioned by
+``engine`` and ``run_id`` (trace tables by their trace's run), so a query for a few runs
+reads a few files; partition columns live in the paths, as Hive, Spark and Trino expect.
+
+The unit of an export is one source file's rows of one table, fingerprinted by a hash over
+them: an export writes only units whose fingerprint changed (incremental), each to files
+named by file and content.  Files are written to ``_staging/`` and renamed into place,
+then ``_manifest.json`` is replaced by a rename: a reader that follows the manifest sees
+either the previous complete export or the new one, never a part of one.  Files that no
+manifest names any more are removed after the switch.
+
+:func:`open_lake_views` gives a DuckDB connection the lake's tables as views (no copy),
+so ``sql``, ``compare`` and ``check`` run on it as on a database.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from logpipe import __version__
+from logpipe.errors import InputError
+from logpipe.store import DATA_TABLES, Store, migrations
+
+SCHEMA_FILE = "_schema.json"
+MANIFEST_FILE = "_manifest.json"
+STAGING = "_staging"
+LAKE_FORMAT = 1
+"""Version of this layout (the files above); the table contract has its own version."""
+
+TRACE_TABLES = ("trace_kernels", "trace_annotations", "trace_ops")
+TABLES = ("sources", "runs", "run_env", *DATA_TABLES)
+PARTITIONS: dict[str, tuple[str, ...]] = {
+    "sources": (),
+    "runs": ("engine",),
+    **{t: ("engine", "run_id") for t in ("run_env", *DATA_TABLES)},
+}
+LOCAL_COLUMNS = {"sources": ("source_id",)}
+"""Columns of one database that the lake leaves out."""
+
+
+def _unit_query(table: str, columns: list[str]) -> str:
+    """Rows of ``table`` with ``_unit`` (the source file they came from) and the partition
+    columns that are not columns of the table."""
+    cols = ", ".join(f"t.{c}" for c in columns)
+    if table == "sources":
+        return f"SELECT {cols}, t.path AS _unit FROM sources t"
+    if table == "runs":
+        return f"SELECT {cols}, t.source_path AS _unit FROM runs t"
+    if table == "run_env":
+        return (f"SELECT {cols}, coalesce(r.engine, 'sglang') AS engine, "
+                "r.source_path AS _unit FROM run_env t JOIN runs r USING (run_id)")
+    if table in TRACE_TABLES:
+        return (f"SELECT {cols}, coalesce(r.engine, 'sglang') AS engine, x.run_id, "
+                f"t.source_path AS _unit FROM {table} t "
+                "LEFT JOIN traces x USING (source_path) LEFT JOIN runs r ON r.run_id = x.run_id")
+    return (f"SELECT {cols}, coalesce(r.engine, 'sglang') AS engine, t.source_path AS _unit "
+            f"FROM {table} t LEFT JOIN runs r USING (run_id)")
+
+
+def literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def token(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+@dataclass
+class ExportResult:
+    lake: str
+    units_written: int = 0
+    units_kept: int = 0
+    units_dropped: int = 0
+    files_written: int = 0
+    rows: dict[str, int] = field(default_factory=dict)
+
+
+def table_columns(store: Store) -> dict[str, list[tuple[str, str]]]:
+    """The lake's columns of every table: the public ones, less the local ones."""
+    return {t: [(c, ty) for c, ty in store.columns(t) if c not in LOCAL_COLUMNS.get(t, ())]
+            for t in TABLES}
+
+
+def read_manifest(lake: Path) -> dict[str, Any]:
+    path = lake / MANIFEST_FILE
+    if not path.exists():
+        return {"format": LAKE_FORMAT, "tables": {}}
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise InputError(f"unreadable lake manifest: {exc}", path=path,
+                         hint="re-export the lake from a database: logpipe export DIR") from exc
+    if manifest.get("format") != LAKE_FORMAT:
+        raise InputError(f"lake format {manifest.get('format')} is not {LAKE_FORMAT}",
+                         path=path, hint="export it again with this logpipe")
+    return manifest
+
+
+def is_lake(path: str | Path) -> bool:
+    return (Path(path) / MANIFEST_FILE).is_file()
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def stage_units(store: Store, staging: Path, tables_done: dict[str, dict[str, Any]],
+                only_units: set[str] | None = None) -> tuple[dict[str, dict[str, Any]], int]:
+    """Write every unit (table, source file) of ``store`` whose fingerprint is not the one
+    in ``tables_done`` to ``staging``; returns ``{table: {unit: entry}}`` for every unit
+    (entries of kept units as they were; written ones name their staged files) and the
+    number of units written.  ``only_units`` limits the export to those source files."""
+    columns = table_columns(store)
+    out: dict[str, dict[str, Any]] = {}
+    written = 0
+    for table in TABLES:
+        cols = [c for c, _ in columns[table]]
+        query = _unit_query(table, cols)
+        parts = PARTITIONS[table]
+        data_cols = [c for c in cols if c not in parts]
+        hashed = ", ".join([*cols, *(p for p in parts if p not in cols)])
+        fingerprints = store.all(
+            f"SELECT _unit, count(*), CAST(sum(hash({hashed})) AS VARCHAR) "
+            f"FROM ({query}) GROUP BY _unit")
+        out[table] = {}
+        for unit, rows, digest in fingerprints:
+            if only_units is not None and unit not in only_units:
+                continue
+            fingerprint = token(f"{table}|{rows}|{digest}")
+            done = tables_done.get(table, {}).get(unit)
+            if done is not None and done["fingerprint"] == fingerprint:
+                out[table][unit] = done
+                continue
+            target = staging / f"table={table}" / f"u{token(unit)}"
+            select = ", ".join([*data_cols, *parts])
+            options = "FORMAT parquet, COMPRESSION zstd, FILENAME_PATTERN 'part-{i}'"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if parts:
+                options += f", PARTITION_BY ({', '.join(parts)}), OVERWRITE_OR_IGNORE"
+                store.con.execute(
+                    f"COPY (SELECT {select} FROM ({query}) WHERE _unit = {literal(unit)}) "
+                    f"TO {literal(str(target))} ({options})")
+            else:
+                target.mkdir(parents=True, exist_ok=True)
+                store.con.execute(
+                    f"COPY (SELECT {select} FROM ({query}) WHERE _unit = {literal(unit)}) "
+                    f"TO {literal(str(target / 'part-0.parquet'))} "
+                    "(FORMAT parquet, COMPRESSION zstd)")
+            files = sorted(str(p.relative_to(target)) for p in target.rglob("*.parquet"))
+            out[table][unit] = {"fingerprint": fingerprint, "rows": int(rows),
+                                "staged": str(target), "files": files}
+            written += 1
+    return out, written
+
+
+def commit(lake: Path, staged: dict[str, dict[str, Any]], contract: dict[str, Any],
+           keep_other_units: bool) -> ExportResult:
+    """Move staged files into place, then switch the manifest (one rename), then remove
+    the files no manifest names.  ``keep_other_units``: units of the old manifest missing
+    from ``staged`` stay (an ingest of some files); else they are dropped (an export of a
+    whole database)."""
+    result = ExportResult(str(lake))
+    old = read_manifest(lake)
+    tables: dict[str, dict[str, Any]] = {}
+    for table in TABLES:
+        before = old["tables"].get(table, {})
+        now: dict[str, Any] = dict(before) if keep_other_units else {}
+        for unit, entry in staged.get(table, {}).items():
+            if "staged" not in entry:
+                now[unit] = entry
+                result.units_kept += 1
+                continue
+            final: list[str] = []
+            for rel in entry["files"]:
+                sub = Path(rel).parent  # the partition folders, if any
+                name = f"part-{token(unit)}-{entry['fingerprint']}-{len(final)}.parquet"
+                dest = lake / f"table={table}" / sub / name
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(Path(entry["staged"]) / rel, dest)
+                final.append(str(dest.relative_to(lake)))
+            now[unit] = {"fingerprint": entry["fingerprint"], "rows": entry["rows"],
+                         "files": final}
+            result.units_written += 1
+            result.files_written += len(final)
+        result.units_dropped += len(set(before) - set(now))
+        result.rows[table] = sum(int(e["rows"]) for e in now.values())
+        tables[table] = now
+    _write_atomic(lake / SCHEMA_FILE, json.dumps(contract, indent=1, sort_keys=True))
+    _write_atomic(lake / MANIFEST_FILE, json.dumps({
+        "format": LAKE_FORMAT, "contract_version": contract["contract_version"],
+        "exported_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "logpipe": __version__, "tables": tables}, indent=1, sort_keys=True))
+    named = {lake / f for entries in tables.values() for e in entries.values()
+             for f in e["files"]}
+    for path in lake.glob("table=*/**/*.parquet"):
+        if path not in named:
+            path.unlink()
+    for folder in sorted(lake.glob("table=*/**/"), key=lambda p: -len(p.parts)):
+        if folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+    return result
+
+
+def contract_of(store: Store) -> dict[str, Any]:
+    """What ``_schema.json`` says: the contract version (the database's migration level),
+    each table's columns and types, and its partition columns."""
+    return {
+        "format": LAKE_FORMAT,
+        "contract_version": max(v for v, _, _ in migrations()),
+        "logpipe": __version__,
+        "tables": {t: {"columns": [[c, ty] for c, ty in cols],
+                       "partition_by": list(PARTITIONS[t])}
+                   for t, cols in table_columns(store).items()},
+    }
+
+
+def export(db: str | Path, lake: str | Path) -> ExportResult:
+    """Export the database ``db`` to the lake folder ``lake`` (created if missing): only
+    the units that changed since the last export are written."""
+    lake = Path(lake)
+    lake.mkdir(parents=True, exist_ok=True)
+    staging = lake / STAGING / uuid.uuid4().hex
+    try:
+        with Store.open(db, read_only=True) as store:
+            if store.outdated():
+                raise InputError("the database needs a migration before it can be exported",
+                                 path=db, hint="run `logpipe ingest` (or `logpipe check "
+                                 "--update-cache`) on it once with this logpipe")
+            staged, _ = stage_units(store, staging, read_manifest(lake)["tables"])
+            contract = contract_of(store)
+        return commit(lake, staged, contract, keep_other_units=False)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        _remove_if_empty(lake / STAGING)
+
+
+def _remove_if_empty(folder: Path) -> None:
+    try:
+        folder.rmdir()
+    except OSError:
+        pass
+
+
+# ---------------------------------------------------------------------------- reading
+
+
+def _hive_types(parts: tuple[str, ...]) -> str:
+    return "{" + ", ".join(f"'{p}': 'VARCHAR'" for p in parts) + "}"
+
+
+def open_lake_views(con: duckdb.DuckDBPyConnection, lake: str | Path) -> None:
+    """Make the lake's tables the ``main`` tables of ``con`` (a database logpipe migrated,
+    e.g. in memory): each becomes a view over the manifest's Parquet files, with the
+    documented columns in order.  The derived views read them as they read a database."""
+    lake = Path(lake)
+    manifest = read_manifest(lake)
+    contract = json.loads((lake / SCHEMA_FILE).read_text())
+    if contract.get("contract_version") != manifest.get("contract_version"):
+        raise InputError("the lake's schema and manifest disagree", path=lake,
+                         hint="export it again: logpipe export DIR")
+    for table in TABLES:
+        spec = contract["tables"].get(table)
+        if spec is None:
+            continue
+        columns = [(c, ty) for c, ty in spec["columns"]]
+        files = [str(lake / f) for e in manifest["tables"].get(table, {}).values()
+                 for f in e["files"]]
+        kind = con.execute("SELECT table_type FROM information_schema.tables WHERE "
+                           "table_schema = 'main' AND table_name = ?", [table]).fetchall()
+        if kind:
+            con.execute(f"DROP {'VIEW' if kind[0][0] == 'VIEW' else 'TABLE'} main.{table}")
+        local = list(LOCAL_COLUMNS.get(table, ()))
+        select = ", ".join([f"CAST({c} AS {ty}) AS {c}" for c, ty in columns]
+                           + [f"CAST(NULL AS INTEGER) AS {c}" for c in local])
+        if files:
+            parts = tuple(spec["partition_by"])
+            listed = "[" + ", ".join(literal(f) for f in files) + "]"
+            source = (f"read_parquet({listed}, union_by_name = true"
+                      + (f", hive_partitioning = true, hive_types = {_hive_types(parts)}"
+                         if parts else ", hive_partitioning = false") + ")")
+            con.execute(f"CREATE VIEW main.{table} AS SELECT {select} FROM {source}")
+        else:
+            empty = ", ".join([f"CAST(NULL AS {ty}) AS {c}" for c, ty in columns]
+                              + [f"CAST(NULL AS INTEGER) AS {c}" for c in local])
+            con.execute(f"CREATE VIEW main.{table} AS SELECT * FROM (SELECT {empty}) "
+                        "WHERE false")

@@ -1,0 +1,265 @@
+"""The Parquet lake: export, reading it back (DuckDB views, pyarrow, chdb), incremental and
+interrupted exports, and fleet ingest (in-process and on a local Ray)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from logpipe import fleet, lake
+from logpipe.cli import app
+from logpipe.ingest import ingest_paths
+from logpipe.store import Store
+from tests.conftest import SAMPLES
+
+runner = CliRunner()
+
+
+def rows_of(store: Store, table: str, skip: tuple[str, ...] = ("ingested_at",)
+            ) -> list[str]:
+    """Every row of a public table, as text, sorted (the lake's columns only)."""
+    cols = [c for c, _ in store.columns(table)
+            if c not in skip and c not in lake.LOCAL_COLUMNS.get(table, ())]
+    select = ", ".join(f'CAST("{c}" AS VARCHAR)' for c in cols)
+    return sorted(repr(r) for r in store.all(f"SELECT {select} FROM {table}"))
+
+
+def assert_same_tables(a: Path, b: Path, tables: tuple[str, ...] = lake.TABLES) -> None:
+    with Store.open(a, read_only=True) as one, Store.open(b, read_only=True) as other:
+        for table in tables:
+            assert rows_of(one, table) == rows_of(other, table), table
+
+
+def some_rows(source: Path, tables: tuple[str, ...]) -> dict[str, list[str]]:
+    with Store.open(source, read_only=True) as store:
+        return {t: rows_of(store, t) for t in tables}
+
+
+@pytest.fixture(scope="module")
+def exported(sample_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("lake") / "lake"
+    result = lake.export(sample_db, out)
+    assert result.units_written > 0 and result.units_kept == 0
+    return out
+
+
+def test_the_lake_holds_every_public_table_row_for_row(sample_db: Path, exported: Path
+                                                       ) -> None:
+    assert_same_tables(sample_db, exported,
+                       (*lake.TABLES, "run_summary", "run_pairs", "spec_pairing"))
+    schema = json.loads((exported / lake.SCHEMA_FILE).read_text())
+    assert schema["contract_version"] == json.loads(
+        (exported / lake.MANIFEST_FILE).read_text())["contract_version"]
+    assert schema["tables"]["batches"]["partition_by"] == ["engine", "run_id"]
+    # partition columns live in the paths (hive), not in the files
+    some = next(exported.glob("table=batches/engine=sglang/run_id=*/part-*.parquet"))
+    import pyarrow.parquet as pq
+
+    names = pq.read_schema(some).names
+    assert "run_id" not in names and "engine" not in names and "line_no" in names
+
+
+def test_a_query_for_one_run_reads_only_that_runs_files(exported: Path) -> None:
+    manifest = json.loads((exported / lake.MANIFEST_FILE).read_text())
+    files = [f for e in manifest["tables"]["batches"].values() for f in e["files"]]
+    runs = {f.split("run_id=")[1].split("/")[0] for f in files}
+    assert len(runs) > 10
+    one = sorted(runs)[0]
+    mine = [f for f in files if f"run_id={one}/" in f]
+    assert mine and len(mine) < len(files) / 5
+
+
+def test_pyarrow_and_chdb_read_the_same_counts(sample_db: Path, exported: Path) -> None:
+    import chdb
+    import pyarrow.dataset as ds
+
+    with Store.open(sample_db, read_only=True) as store:
+        want = {t: store.one(f"SELECT count(*) FROM {t}")[0] for t in lake.TABLES}
+    manifest = json.loads((exported / lake.MANIFEST_FILE).read_text())
+    for table in lake.TABLES:
+        files = [str(exported / f) for e in manifest["tables"][table].values()
+                 for f in e["files"]]
+        if not files:
+            assert want[table] == 0, table
+            continue
+        dataset = ds.dataset(files, format="parquet", partitioning="hive")
+        assert dataset.count_rows() == want[table], table
+        # ClickHouse reads a table's folder (after an export, only its named files are there)
+        got = chdb.query(f"SELECT count() FROM file('{exported}/table={table}/**/*.parquet', "
+                         "Parquet)", "CSV")
+        assert int(str(got).strip()) == want[table], table
+    # hive partitioning seen by pyarrow: the run ids of the paths
+    batches = ds.dataset(str(exported / "table=batches"), format="parquet",
+                         partitioning="hive")
+    assert "run_id" in batches.schema.names
+
+
+def test_export_is_incremental_and_drops_what_left(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    shutil.copytree(SAMPLES / "eras", logs)
+    db, out = tmp_path / "db.duckdb", tmp_path / "lake"
+    ingest_paths([logs], db)
+    first = lake.export(db, out)
+    again = lake.export(db, out)
+    assert again.units_written == 0 and again.units_kept == first.units_written
+    log = logs / "v0.5.23.log"
+    lines = log.read_text().splitlines(keepends=True)
+    log.write_text("".join(lines + lines[-3:]))  # an append
+    ingest_paths([logs], db)
+    third = lake.export(db, out)
+    # only the appended file's parts (its runs, batches, ... and its sources row) move
+    assert 0 < third.units_written < first.units_written / 3
+    assert_same_tables(db, out)
+    with Store.open(db) as store, store.transaction():
+        store.delete_source(str((logs / "v0.4.7.log").resolve()))
+    fourth = lake.export(db, out)
+    assert fourth.units_dropped > 0
+    assert_same_tables(db, out)
+    named = {out / f for entries in json.loads((out / lake.MANIFEST_FILE).read_text())[
+        "tables"].values() for e in entries.values() for f in e["files"]}
+    assert set(out.glob("table=*/**/*.parquet")) == named  # nothing unnamed left
+    assert not (out / lake.STAGING).exists()
+
+
+def test_an_interrupted_export_leaves_the_previous_one_readable(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    logs = tmp_path / "logs"
+    shutil.copytree(SAMPLES / "eras", logs)
+    db, out = tmp_path / "db.duckdb", tmp_path / "lake"
+    ingest_paths([logs], db)
+    lake.export(db, out)
+    before = some_rows(out, ("runs", "batches"))
+    log = logs / "v0.5.23.log"
+    log.write_text(log.read_text() + log.read_text().splitlines(keepends=True)[-1])
+    ingest_paths([logs], db)
+    original = lake._write_atomic
+
+    def dies_at_the_manifest(path: Path, text: str) -> None:
+        if path.name == lake.MANIFEST_FILE:
+            raise KeyboardInterrupt  # killed after the new files were moved into place
+        original(path, text)
+
+    monkeypatch.setattr(lake, "_write_atomic", dies_at_the_manifest)
+    with pytest.raises(KeyboardInterrupt):
+        lake.export(db, out)
+    monkeypatch.setattr(lake, "_write_atomic", original)
+    assert some_rows(out, ("runs", "batches")) == before
+    lake.export(db, out)
+    assert_same_tables(db, out)
+
+
+def test_cli_export_and_lake_commands(sample_db: Path, tmp_path: Path) -> None:
+    out = tmp_path / "lake"
+    first = runner.invoke(app, ["export", str(out), "--db", str(sample_db)])
+    assert first.exit_code == 0, first.output
+    assert "part(s) written" in first.stdout
+    sql = ("SELECT name, count(*) FROM batches JOIN runs USING (run_id) "
+           "GROUP BY 1 ORDER BY 1")
+    on_db = runner.invoke(app, ["sql", sql, "--db", str(sample_db), "--format", "csv"])
+    on_lake = runner.invoke(app, ["sql", sql, "--lake", str(out), "--format", "csv"])
+    assert on_lake.exit_code == 0 and on_lake.stdout == on_db.stdout
+    check_db = runner.invoke(app, ["check", "--db", str(sample_db), "--format", "json"])
+    check_lake = runner.invoke(app, ["check", "--lake", str(out), "--format", "json"])
+    assert check_lake.exit_code == check_db.exit_code == 1
+
+    def outcome(text: str) -> list[tuple[Any, ...]]:
+        report = json.loads(text)
+        return sorted((r["suite"], r["check"], r["status"], json.dumps(r.get("failing_rows"),
+                       sort_keys=True)) for r in report["results"])
+
+    assert outcome(check_lake.stdout) == outcome(check_db.stdout)
+    args = ["compare", "--run", "real-cpu-baseline-r1", "--run", "real-cpu-ngram-r1",
+            "--format", "json"]
+    on_db = runner.invoke(app, [*args, "--db", str(sample_db)])
+    on_lake = runner.invoke(app, [*args, "--lake", str(out)])
+    assert on_lake.exit_code == on_db.exit_code == 1
+    assert json.loads(on_lake.stdout) == json.loads(on_db.stdout)
+
+
+def _two_racks(tmp_path: Path) -> Path:
+    """Logs of a fleet: racks of folders with the same names (run names collide), a
+    folder with a benchmark record next to its server log, and a copy of one log in a
+    third rack (the same content: a duplicate, read once)."""
+    fleet_dir = tmp_path / "fleet"
+    for rack in ("rack-a", "rack-b"):
+        for node, src in (("node0", SAMPLES / "eras" / "v0.5.23.log"),
+                          ("node1", SAMPLES / "eras" / "v0.5.5.log")):
+            folder = fleet_dir / rack / node
+            folder.mkdir(parents=True)
+            text = src.read_text()
+            if rack == "rack-b":  # another server: another first line
+                text = f"starting on {rack}/{node}\n" + text
+            (folder / "server.log").write_text(text)
+    shutil.copytree(SAMPLES / "real-cpu" / "real-cpu-baseline-r1",
+                    fleet_dir / "rack-a" / "bench-run")
+    (fleet_dir / "rack-c" / "node0").mkdir(parents=True)
+    shutil.copy(fleet_dir / "rack-a" / "node0" / "server.log",
+                fleet_dir / "rack-c" / "node0" / "server.log")
+    return fleet_dir
+
+
+def test_fleet_ingest_equals_one_process_ingest_and_adds_nothing_again(tmp_path: Path
+                                                                        ) -> None:
+    logs = _two_racks(tmp_path)
+    db, single, out = tmp_path / "db.duckdb", tmp_path / "single", tmp_path / "lake"
+    ingest_paths([logs], db)
+    lake.export(db, single)
+    result = fleet.ingest_to_lake([logs], out, engine="local")
+    assert result.groups == 6 and not result.tasks_failed and not result.files_failed
+    assert len(result.duplicates) == 1 and "rack-c" in result.duplicates[0]
+    assert_same_tables(single, out)
+    names = sorted(n for (n,) in Store.open(out).all("SELECT name FROM runs"))
+    assert "node0~2" in names and len(set(names)) == len(names)
+    again = fleet.ingest_to_lake([logs], out, engine="local")
+    # (the duplicate has no sources row, so its folder is read again, and dropped again)
+    assert again.groups == 1 and again.groups_skipped == 5 and again.units_written == 0
+    assert_same_tables(single, out)
+
+
+def test_a_failed_task_leaves_nothing_visible(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                              ) -> None:
+    logs = _two_racks(tmp_path)
+    out = tmp_path / "lake"
+    real = fleet.ingest_group
+
+    def dies_after_staging(pairs: list[tuple[str, str]], staging: str, done: Any,
+                           options: Any) -> Any:
+        outcome = real(pairs, staging, done, options)
+        if "rack-b" in pairs[0][0]:
+            assert any(Path(staging).rglob("*.parquet"))  # it had written its parts
+            raise OSError("worker lost (injected)")
+        return outcome
+
+    monkeypatch.setattr(fleet, "ingest_group", dies_after_staging)
+    result = fleet.ingest_to_lake([logs], out, engine="local")
+    assert len(result.tasks_failed) == 2 and "worker lost" in result.tasks_failed[0]
+    paths = {p for (p,) in Store.open(out).all("SELECT DISTINCT source_path FROM batches")}
+    assert paths and not any("rack-b" in p for p in paths)
+    assert not any("rack-b" in str(p) for p in out.rglob("*.parquet"))
+    assert not (out / lake.STAGING).exists()
+    monkeypatch.setattr(fleet, "ingest_group", real)
+    retry = fleet.ingest_to_lake([logs], out, engine="local")
+    assert retry.groups == 3  # only the failed folders are read again (and the duplicate)
+    paths = {p for (p,) in Store.open(out).all("SELECT DISTINCT source_path FROM batches")}
+    assert any("rack-b" in p for p in paths)
+
+
+def test_fleet_ingest_on_a_local_ray(tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    logs = _two_racks(tmp_path)
+    db, single, out = tmp_path / "db.duckdb", tmp_path / "single", tmp_path / "lake"
+    ingest_paths([logs], db)
+    lake.export(db, single)
+    cli = runner.invoke(app, ["ingest", str(logs), "--lake", str(out), "--engine", "ray",
+                              "--workers", "2"])
+    assert cli.exit_code == 0, cli.output
+    assert "with ray (2 workers): 6 folder(s) read" in cli.stdout
+    assert_same_tables(single, out)
+    again = runner.invoke(app, ["ingest", str(logs), "--lake", str(out), "--engine", "ray"])
+    assert again.exit_code == 0 and "1 folder(s) read, 5 unchanged" in again.stdout
+    assert_same_tables(single, out)

@@ -1,0 +1,121 @@
+"""How rows are stored (migration 0017): under an integer ``source_id`` in the schema
+``logpipe_internal``, shown in ``main`` with ``source_path`` as before; ``SHOW TABLES`` is
+the documented contract; ``runs.profiled`` follows its evidence."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import duckdb
+
+from logpipe.ingest import ingest_paths
+from logpipe.store import DATA_TABLES, INTERNAL, Store, migrations
+from tests.conftest import ROOT, SAMPLES, query
+
+STEADY = SAMPLES / "eras" / "v0.5.23.log"
+
+
+def documented_names() -> set[str]:
+    return set(re.findall(r"^### `(\w+)`", (ROOT / "schemas" / "README.md").read_text(), re.M))
+
+
+def test_show_tables_is_the_documented_contract(db: Path) -> None:
+    ingest_paths([STEADY], db)
+    shown = {name for (name,) in query(db, "SHOW TABLES")}
+    assert shown == documented_names()
+    base = {name for (name,) in query(
+        db, "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'")}
+    assert base == {"sources", "run_env"}
+    internal = {name for (name,) in query(
+        db, "SELECT table_name FROM duckdb_tables() WHERE schema_name = ?", [INTERNAL])}
+    assert {"runs", *DATA_TABLES, "run_summary_cache", "pair_verdict_cache",
+            "run_batch_ranges_cache", "schema_migrations", "schema_views",
+            "source_generations"} == internal
+
+
+def test_rows_are_stored_by_source_id_and_shown_with_their_path(db: Path) -> None:
+    ingest_paths([STEADY], db)
+    (sid,) = query(db, "SELECT source_id FROM sources WHERE path = ?", [str(STEADY.resolve())])[0]
+    stored = query(db, f"SELECT DISTINCT source_id FROM {INTERNAL}.batches")
+    assert stored == [(sid,)]
+    columns = [c for (c,) in query(db, f"SELECT column_name FROM information_schema.columns "
+                                       f"WHERE table_schema = '{INTERNAL}' AND "
+                                       "table_name = 'batches'")]
+    assert "source_path" not in columns and "source_id" in columns
+    assert query(db, "SELECT DISTINCT source_path FROM batches") == [(str(STEADY.resolve()),)]
+
+
+def test_a_moved_file_is_one_row_update(tmp_path: Path, db: Path) -> None:
+    log = tmp_path / "a" / "server.log"
+    log.parent.mkdir()
+    shutil.copy(STEADY, log)
+    ingest_paths([tmp_path], db)
+    before = query(db, f"SELECT source_id, line_no, kind FROM {INTERNAL}.batches ORDER BY 2")
+    (sid,) = query(db, "SELECT source_id FROM sources")[0]
+    moved = tmp_path / "b" / "server.log.1"
+    moved.parent.mkdir()
+    log.rename(moved)
+    result = ingest_paths([tmp_path], db)
+    assert [f.status for f in result.files] == ["moved"]
+    # the stored rows did not change at all; the path lives in one row of sources
+    assert query(db, f"SELECT source_id, line_no, kind FROM {INTERNAL}.batches ORDER BY 2"
+                 ) == before
+    assert query(db, "SELECT source_id, path FROM sources") == [(sid, str(moved.resolve()))]
+    assert query(db, "SELECT DISTINCT source_path FROM batches") == [(str(moved.resolve()),)]
+    assert query(db, "SELECT source_path FROM runs") == [(str(moved.resolve()),)]
+
+
+def test_a_database_of_migration_16_moves_its_rows_without_losing_one(db: Path) -> None:
+    con = duckdb.connect(str(db))
+    con.execute("CREATE TABLE schema_migrations "
+                "(version INTEGER PRIMARY KEY, name VARCHAR, applied_at TIMESTAMP)")
+    for version, name, sql in migrations():
+        if version > 16:
+            break
+        con.execute(sql)
+        con.execute("INSERT INTO schema_migrations VALUES (?, ?, now())", [version, name])
+    con.execute("INSERT INTO sources (path, kind, lines) VALUES ('/logs/a.log', "
+                "'sglang_server_log', 3)")
+    con.execute("INSERT INTO runs (run_id, name, source_path, run_seq, role) VALUES "
+                "('r1', 'a', '/logs/a.log', 0, 'baseline')")
+    for line in (1, 2, 3):
+        con.execute("INSERT INTO batches (run_id, source_path, line_no, kind, gen_throughput) "
+                    "VALUES ('r1', '/logs/a.log', ?, 'decode', ?)", [line, 10.0 * line])
+    # a row whose file lost its sources row keeps its path
+    con.execute("INSERT INTO events (run_id, source_path, line_no, kind) VALUES "
+                "('r1', '/logs/gone.log', 7, 'ready')")
+    con.close()
+    with Store.open(db) as store:
+        assert not store.outdated()
+    assert query(db, "SELECT source_path, line_no, gen_throughput FROM batches ORDER BY 2") == [
+        ("/logs/a.log", 1, 10.0), ("/logs/a.log", 2, 20.0), ("/logs/a.log", 3, 30.0)]
+    assert query(db, "SELECT name, source_path FROM runs") == [("a", "/logs/a.log")]
+    assert query(db, "SELECT source_path, line_no FROM events") == [("/logs/gone.log", 7)]
+    assert query(db, "SELECT count(DISTINCT source_id), count(source_id) FROM sources") == [
+        (2, 2)]
+    assert query(db, f"SELECT max(version) FROM {INTERNAL}.schema_migrations") == [
+        (len(migrations()),)]
+
+
+def test_profiled_follows_its_evidence_and_clears_with_it(tmp_path: Path, db: Path) -> None:
+    """A phase dump taken with device synchronisation makes its run profiled; the dump
+    rewritten without synchronisation makes it unprofiled again (nothing sticks)."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    shutil.copy(STEADY, folder / "server.log")
+    dump = folder / "phase_timings.jsonl"
+    src = (SAMPLES / "profiles" / "eagle3-profiled" / "phase_timings.jsonl").read_text()
+    records = [json.loads(line) for line in src.splitlines() if line.strip()]
+    assert any(r.get("synchronized") for r in records)
+    dump.write_text(src)
+    ingest_paths([folder], db)
+    assert query(db, "SELECT profiled FROM runs") == [(True,)]
+    for r in records:
+        r["synchronized"] = False
+    dump.write_text("".join(json.dumps(r) + "\n" for r in records))
+    ingest_paths([folder], db)
+    assert query(db, "SELECT count(*) FROM phase_timings WHERE synchronized") == [(0,)]
+    assert query(db, "SELECT profiled FROM runs") == [(False,)]
