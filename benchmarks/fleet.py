@@ -29,7 +29,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from run import PY, generate_steady, measure, parse_size  # noqa: E402
+from run import PY, generate_steady, measure, parse_size, write_results  # noqa: E402
 
 
 def make_fleet(root: Path, folders: int, size: int) -> tuple[int, int]:
