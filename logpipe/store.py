@@ -390,6 +390,11 @@ class Store:
             [row[c] for c in cols] + [row["path"]],
         )
 
+    def set_env_key(self, path: str, key: str) -> None:
+        """Record what the environments of ``path``'s runs were computed from."""
+        self.con.execute("UPDATE sources SET env_key = ? WHERE path = ? "
+                         "AND env_key IS DISTINCT FROM ?", [key, path, key])
+
     def name_taken(self, name: str) -> bool:
         return self.one("SELECT 1 FROM runs WHERE name = ?", [name]) is not None
 

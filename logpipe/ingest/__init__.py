@@ -39,7 +39,7 @@ from logpipe import clock
 from logpipe.env import Tiers, discover
 from logpipe.errors import LogpipeError
 from logpipe.ingest.base import PARSER_VERSION, EnvOptions, FileResult, IngestResult, Progress
-from logpipe.ingest.environment import attach_env
+from logpipe.ingest.environment import attach_env, environment_key
 from logpipe.ingest.linking import link_records, mark_duplicate_benchmarks
 from logpipe.ingest.logfile import ingest_log
 from logpipe.ingest.records import ingest_records, ingest_trace
@@ -137,7 +137,12 @@ def _ingest_file(store: Store, path: Path, root: Path, options: EnvOptions,
                 res = ingest_log(store, path, key, source.name, head, progress,
                                   options.keep_request_text, options.replace)
                 if res.status not in ("duplicate", "changed"):
-                    attach_env(store, key, discover(path, root), options)
+                    manifests = discover(path, root)
+                    env_key = environment_key(manifests, options)
+                    known = store.source(key) if res.status == "unchanged" else None
+                    if known is None or known.get("env_key") != env_key:
+                        attach_env(store, key, manifests, options)
+                        store.set_env_key(key, env_key)
             elif source.name == torch_trace.SOURCE.name:
                 res = ingest_trace(store, path, key, options)
                 if progress:

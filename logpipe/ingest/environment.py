@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -9,8 +10,20 @@ from typing import Any
 from logpipe import clock
 from logpipe.env import RunEnv, Tiers, build_env, load_manifest, log_facts
 from logpipe.errors import InputError
-from logpipe.ingest.base import EnvOptions
+from logpipe.ingest.base import PARSER_VERSION, EnvOptions
 from logpipe.store import Store
+
+
+def environment_key(manifests: list[Path], options: EnvOptions) -> str:
+    """What :func:`attach_env` computes from besides the file itself: the manifests (path,
+    size, modification time), the tier rules and the command line's environment.  An
+    unchanged file with an unchanged key keeps its runs' environments as they are."""
+    parts: list[Any] = [PARSER_VERSION, repr(options.tiers or Tiers.load()),
+                        sorted(options.env.items()), sorted(options.tags.items()), options.tz]
+    for p in manifests:
+        stat = p.stat()
+        parts.append((str(p.resolve()), stat.st_size, stat.st_mtime_ns))
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
 
 
 def attach_env(store: Store, key: str, manifests: list[Path], options: EnvOptions) -> None:
