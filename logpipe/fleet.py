@@ -11,6 +11,12 @@ manifest switched by one rename.  A failed task's staged files are never named b
 manifest, so they stay invisible and are removed.  Re-running finds every file unchanged
 (size and modification time equal to the lake's ``sources`` row) and adds nothing.
 
+A task reads its files whole into a fresh database, so a file that changed in any way is
+read again whole and its rows in the lake replaced: an append as one database would read
+it; an edit in place as ``--replace`` would; a truncated log (``copytruncate``) holds only
+its new content (its earlier lines are in the lake under the rotated copy's path when
+that copy is ingested too, where one database keeps them under the original path).
+
 Engines: ``local`` runs the tasks one after another in this process; ``ray`` runs them
 as Ray tasks (``pip install logpipe[ray]``) on a local Ray (``--workers N`` CPUs) or on
 the cluster at ``--address`` (its workers need logpipe installed and ``DIR`` mounted).
@@ -117,6 +123,7 @@ def ingest_group(pairs: list[tuple[str, str]], staging: str, done: dict[str, dic
             staged, written = lakes.stage_units(store, Path(staging), done, only_units=units)
         return {"staged": staged, "written": written,
                 "failed": [f"{f.path}: {f.detail}" for f in result.failed],
+                "read": [f.path for f in result.files if f.status != "failed"],
                 "files": len(result.files),
                 "bytes": sum(Path(f).stat().st_size for f, _ in pairs)}
     except BaseException:
@@ -142,12 +149,20 @@ def ingest_to_lake(paths: list[Path], lake: Path, *, engine: str = "local",
         raise InputError(f"unknown engine {engine!r}", hint="use one of: local, ray")
     started = time.perf_counter()
     lake = Path(lake)
-    lake.mkdir(parents=True, exist_ok=True)
+    with lakes.writer_lock(lake):
+        result = _ingest_to_lake(paths, lake, engine, address, workers, {
+            "env": env or {}, "tags": tags or {}, "keep_request_text": keep_request_text,
+            "tz": tz, "tiers": str(tiers_file) if tiers_file else None}, on_group)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _ingest_to_lake(paths: list[Path], lake: Path, engine: str, address: str | None,
+                    workers: int, options: dict[str, Any],
+                    on_group: Callable[[int, int], None] | None) -> FleetResult:
     result = FleetResult(str(lake), engine, workers)
     groups, result.groups_skipped = plan_groups(paths, lake)
     result.groups = len(groups)
-    options = {"env": env or {}, "tags": tags or {}, "keep_request_text": keep_request_text,
-               "tz": tz, "tiers": str(tiers_file) if tiers_file else None}
     done = lakes.read_manifest(lake)["tables"]
     staging_root = lake / lakes.STAGING / uuid.uuid4().hex
     jobs = []
@@ -160,6 +175,7 @@ def ingest_to_lake(paths: list[Path], lake: Path, *, engine: str = "local",
     try:
         outcomes = _run(jobs, engine, address, workers, on_group)
         merged: dict[str, dict[str, Any]] = {}
+        reread: set[str] = set()  # files whose rows this ingest replaces (failed ones keep)
         for (pairs, _, _, _), outcome in zip(jobs, outcomes, strict=True):
             if isinstance(outcome, BaseException):
                 result.tasks_failed.append(f"{Path(pairs[0][0]).parent}: {outcome}")
@@ -167,12 +183,13 @@ def ingest_to_lake(paths: list[Path], lake: Path, *, engine: str = "local",
             result.files += outcome["files"]
             result.bytes_read += outcome["bytes"]
             result.files_failed += outcome["failed"]
+            reread.update(outcome["read"])
             for table, entries in outcome["staged"].items():
                 merged.setdefault(table, {}).update(entries)
-        if merged:
+        if reread:
             result.duplicates = _drop_duplicate_files(lake, merged, done)
             _dedupe_run_names(lake, merged, done)
-            committed = lakes.commit(lake, merged, _contract(), keep_other_units=True)
+            committed = lakes.commit(lake, merged, _contract(), replaced=reread)
             result.units_written, result.units_kept = committed.units_written, \
                 committed.units_kept
             result.rows = committed.rows
@@ -183,7 +200,6 @@ def ingest_to_lake(paths: list[Path], lake: Path, *, engine: str = "local",
                 folder.rmdir()
             except OSError:
                 pass
-    result.seconds = time.perf_counter() - started
     return result
 
 

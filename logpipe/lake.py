@@ -27,11 +27,16 @@ so ``sql``, ``compare`` and ``check`` run on it as on a database.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import shutil
+import sys
+import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,8 +46,9 @@ import duckdb
 
 from logpipe import __version__
 from logpipe.errors import InputError
-from logpipe.store import DATA_TABLES, Store, migrations
+from logpipe.store import DATA_TABLES, Store, lock_wait_s, migrations
 
+LOCK_FILE = "_lock"
 SCHEMA_FILE = "_schema.json"
 MANIFEST_FILE = "_manifest.json"
 STAGING = "_staging"
@@ -178,17 +184,18 @@ def stage_units(store: Store, staging: Path, tables_done: dict[str, dict[str, An
 
 
 def commit(lake: Path, staged: dict[str, dict[str, Any]], contract: dict[str, Any],
-           keep_other_units: bool) -> ExportResult:
+           replaced: set[str] | None = None) -> ExportResult:
     """Move staged files into place, then switch the manifest (one rename), then remove
-    the files no manifest names.  ``keep_other_units``: units of the old manifest missing
-    from ``staged`` stay (an ingest of some files); else they are dropped (an export of a
-    whole database)."""
+    the files no manifest names.  Units of the old manifest that ``staged`` lacks are
+    dropped, all of them (``replaced`` None: an export of a whole database) or those of
+    the source files in ``replaced`` (the files an ingest read again)."""
     result = ExportResult(str(lake))
     old = read_manifest(lake)
     tables: dict[str, dict[str, Any]] = {}
     for table in TABLES:
         before = old["tables"].get(table, {})
-        now: dict[str, Any] = dict(before) if keep_other_units else {}
+        now: dict[str, Any] = ({} if replaced is None else
+                               {u: e for u, e in before.items() if u not in replaced})
         for unit, entry in staged.get(table, {}).items():
             if "staged" not in entry:
                 now[unit] = entry
@@ -238,11 +245,44 @@ def contract_of(store: Store) -> dict[str, Any]:
     }
 
 
+@contextmanager
+def writer_lock(lake: Path) -> Iterator[None]:
+    """One writer of a lake at a time (an export or a fleet ingest): an exclusive lock on
+    ``DIR/_lock``, waited for (saying so) up to ``LOGPIPE_LOCK_WAIT`` seconds.  Readers
+    take no lock: they follow the manifest."""
+    lake.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + lock_wait_s()
+    said = False
+    with open(lake / LOCK_FILE, "w") as fh:
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise InputError("another export or ingest is writing this lake",
+                                     path=lake, hint="wait for it, or raise "
+                                     "LOGPIPE_LOCK_WAIT (seconds)") from None
+                if not said:
+                    sys.stderr.write(f"logpipe: waiting for {lake}: another export or "
+                                     "ingest is writing it\n")
+                    said = True
+                time.sleep(0.25)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def export(db: str | Path, lake: str | Path) -> ExportResult:
     """Export the database ``db`` to the lake folder ``lake`` (created if missing): only
     the units that changed since the last export are written."""
     lake = Path(lake)
-    lake.mkdir(parents=True, exist_ok=True)
+    with writer_lock(lake):
+        return _export(db, lake)
+
+
+def _export(db: str | Path, lake: Path) -> ExportResult:
     staging = lake / STAGING / uuid.uuid4().hex
     try:
         with Store.open(db, read_only=True) as store:
@@ -252,7 +292,7 @@ def export(db: str | Path, lake: str | Path) -> ExportResult:
                                  "--update-cache`) on it once with this logpipe")
             staged, _ = stage_units(store, staging, read_manifest(lake)["tables"])
             contract = contract_of(store)
-        return commit(lake, staged, contract, keep_other_units=False)
+        return commit(lake, staged, contract)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
         _remove_if_empty(lake / STAGING)

@@ -381,6 +381,19 @@ class Store:
         """Re-point a moved (rotated) file's rows to its new path: one row of ``sources``."""
         self.con.execute("UPDATE sources SET path = ? WHERE path = ?", [new, old])
 
+    def end_generation(self, source: dict[str, Any]) -> None:
+        """A truncated file: keep what its ending generation held (its ``sources`` row),
+        so that a rotated copy of it is known as already read."""
+        self.con.execute(
+            f"INSERT INTO {INTERNAL}.source_generations VALUES (?, ?, ?, ?, ?, ?, now())",
+            [source["path"], int(source.get("generations") or 0), source["head_sha256"],
+             source["tail_sha256"], source["bytes_ingested"], source["lines"]])
+
+    def generations_with_head(self, head_sha256: str) -> list[tuple[Any, ...]]:
+        """``(path, generation, bytes_ingested, tail_sha256)`` of ended generations."""
+        return self.all("SELECT path, generation, bytes_ingested, tail_sha256 FROM "
+                        f"{INTERNAL}.source_generations WHERE head_sha256 = ?", [head_sha256])
+
     def upsert_source(self, row: dict[str, Any]) -> None:
         """Write the ``sources`` row of a file read now (its ``source_id`` kept)."""
         self.source_id(row["path"])

@@ -219,6 +219,15 @@ def test_fleet_ingest_equals_one_process_ingest_and_adds_nothing_again(tmp_path:
     # (the duplicate has no sources row, so its folder is read again, and dropped again)
     assert again.groups == 1 and again.groups_skipped == 5 and again.units_written == 0
     assert_same_tables(single, out)
+    # one server went on (an append): its folder is read again, the lake follows the
+    # database
+    node = logs / "rack-a" / "node1" / "server.log"
+    node.write_text(node.read_text() + node.read_text().splitlines(keepends=True)[-1])
+    ingest_paths([logs], db)
+    lake.export(db, single)
+    third = fleet.ingest_to_lake([logs], out, engine="local")
+    assert third.groups == 2 and 0 < third.units_written
+    assert_same_tables(single, out)
 
 
 def test_a_failed_task_leaves_nothing_visible(tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -68,9 +68,7 @@ def decide(store: Store, path: Path, key: str, stat: os.stat_result, head_sha: s
                 return "duplicate", None, f"same content as {other['path']}"
             store.move_source(other["path"], key)
             return "moved", store.source(key), None
-        for gen in store.all(
-                "SELECT path, generation, bytes_ingested, tail_sha256 FROM "
-                "logpipe_internal.source_generations WHERE head_sha256 = ?", [head_sha]):
+        for gen in store.generations_with_head(head_sha):
             n = int(gen[2] or 0)
             if window_sha(path, n, TAIL_HASH_BYTES) == gen[3]:
                 extra = stat.st_size - n
@@ -87,10 +85,7 @@ def decide(store: Store, path: Path, key: str, stat: os.stat_result, head_sha: s
     compressed = path.name.lower().endswith(COMPRESSED_SUFFIXES)
     if not compressed and stat.st_size < int(existing["bytes_ingested"] or 0):
         # (a compressed file's size is not comparable with the bytes read from it)
-        store.con.execute(
-            "INSERT INTO logpipe_internal.source_generations VALUES (?, ?, ?, ?, ?, ?, now())",
-            [key, int(existing.get("generations") or 0), existing["head_sha256"],
-             existing["tail_sha256"], existing["bytes_ingested"], existing["lines"]])
+        store.end_generation(existing)
         return "truncated", existing, None
     return "changed", None, (
         "the bytes ingested earlier changed in place; its rows are kept as they were. "

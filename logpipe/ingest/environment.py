@@ -72,13 +72,18 @@ def attach_env(store: Store, key: str, manifests: list[Path], options: EnvOption
 
 
 _OUTER_OFFSET_SQL = """
+WITH p AS (SELECT line_no, outer_ts FROM logpipe_internal.line_prefixes
+           WHERE run_id = $1 AND outer_ts_utc)
 SELECT median(epoch(x.ts) - epoch(p.outer_ts)), count(*)
-FROM line_prefixes p
-JOIN (SELECT run_id, line_no, ts FROM batches WHERE run_id = $1
-      UNION ALL SELECT run_id, line_no, ts FROM events WHERE run_id = $1) x
-  USING (run_id, line_no)
-WHERE p.run_id = $1 AND p.outer_ts_utc AND x.ts IS NOT NULL
+FROM p
+JOIN (SELECT line_no, ts FROM logpipe_internal.batches
+      WHERE run_id = $1 AND line_no IN (SELECT line_no FROM p)
+      UNION ALL SELECT line_no, ts FROM logpipe_internal.events
+      WHERE run_id = $1 AND line_no IN (SELECT line_no FROM p)) x
+  USING (line_no)
+WHERE x.ts IS NOT NULL
 """
+"""The median of SGLang's stamp minus a host logger's UTC stamp on the same lines."""
 
 
 def set_clock(store: Store, run_id: str, env: RunEnv, tz: str | None) -> None:
@@ -100,7 +105,8 @@ def set_clock(store: Store, run_id: str, env: RunEnv, tz: str | None) -> None:
         except (InputError, TypeError, ValueError):
             offset = int(declared.value)
         source = "manifest"
-    else:
+    elif store.one("SELECT 1 FROM logpipe_internal.line_prefixes WHERE run_id = ? "
+                   "AND outer_ts_utc LIMIT 1", [run_id]):  # (most logs have none)
         row = store.one(_OUTER_OFFSET_SQL, [run_id])
         if row and row[1]:
             offset, source = clock.rounded(float(row[0])), "outer stamps"
