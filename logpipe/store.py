@@ -115,16 +115,28 @@ def lock_wait_s() -> float:
         return 120.0
 
 
+def readers_waiting(path: str) -> Path:
+    """The marker a reader leaves while it waits for a writer to let go of ``path``."""
+    return Path(f"{path}.readers-waiting")
+
+
 def _connect(path: str, read_only: bool) -> duckdb.DuckDBPyConnection:
     """Connect, waiting while another process holds the file (DuckDB allows one process
     to have a database file open for writing, and no reader beside it): a second ingest
     waits for the first to finish, saying so once, then goes on; past the wait it fails
-    clearly.  Nothing is written meanwhile, so the file is never corrupted."""
+    clearly.  Nothing is written meanwhile, so the file is never corrupted.  A reader
+    that waits leaves a marker (:func:`readers_waiting`): an ingest lets go between two
+    files when it sees one (:meth:`Store.yield_to_readers`), so the reader gets in and sees
+    the last committed state instead of waiting for the whole ingest."""
     deadline = time.monotonic() + lock_wait_s()
     said = False
+    marker = readers_waiting(path)
     while True:
         try:
-            return duckdb.connect(path, read_only=read_only, config=_config())
+            con = duckdb.connect(path, read_only=read_only, config=_config())
+            if read_only and said:
+                marker.unlink(missing_ok=True)
+            return con
         except duckdb.Error as exc:
             busy = "lock" in str(exc).lower()
             if not busy or time.monotonic() >= deadline:
@@ -137,7 +149,12 @@ def _connect(path: str, read_only: bool) -> duckdb.DuckDBPyConnection:
                 sys.stderr.write(f"logpipe: waiting for {path}: another process holds it "
                                  f"(up to {lock_wait_s():g} s, LOGPIPE_LOCK_WAIT)\n")
                 said = True
-            time.sleep(0.25)
+            if read_only:
+                try:
+                    marker.write_text(str(os.getpid()))
+                except OSError:
+                    pass  # a folder it cannot write: it waits for the ingest to end
+            time.sleep(0.1 if read_only else 0.25)
 
 
 class Store:
@@ -259,6 +276,22 @@ class Store:
         want = _views_key(views.read_text()) if views.exists() else None
         return any(v not in done for v, _, _ in migrations()) or \
             (have[0] if have else None) != want
+
+    def yield_to_readers(self, wait_s: float = 5.0) -> bool:
+        """Between two transactions of a writer: when a reader waits for the file (its
+        marker is there), close, let it in, and open again (waiting while it reads).
+        Returns whether it did."""
+        marker = readers_waiting(self.path)
+        if not marker.exists():
+            return False
+        self.con.close()
+        deadline = time.monotonic() + wait_s
+        while marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        marker.unlink(missing_ok=True)  # (a reader gone away leaves it behind)
+        self.con = _connect(self.path, read_only=False)
+        self.con.execute("SET enable_progress_bar = false")
+        return True
 
     @contextmanager
     def transaction(self) -> Iterator[None]:

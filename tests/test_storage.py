@@ -119,3 +119,70 @@ def test_profiled_follows_its_evidence_and_clears_with_it(tmp_path: Path, db: Pa
     ingest_paths([folder], db)
     assert query(db, "SELECT count(*) FROM phase_timings WHERE synchronized") == [(0,)]
     assert query(db, "SELECT profiled FROM runs") == [(False,)]
+
+
+def test_check_works_on_a_read_only_database_file(sample_db: Path, tmp_path: Path) -> None:
+    import os
+    import stat
+
+    from typer.testing import CliRunner
+
+    from logpipe.cli import app
+
+    frozen = tmp_path / "frozen.duckdb"
+    shutil.copy(sample_db, frozen)
+    frozen.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+    tmp_path.chmod(stat.S_IRUSR | stat.S_IXUSR)  # no WAL or marker can be written either
+    try:
+        before = frozen.read_bytes()
+        result = CliRunner().invoke(app, ["check", "--db", str(frozen), "--format", "json"])
+        assert result.exit_code == 1, result.output  # the real NGRAM regression fails
+        assert json.loads(result.stdout)["results"]
+        sql = CliRunner().invoke(app, ["sql", "SELECT count(*) FROM runs", "--db",
+                                       str(frozen), "--format", "csv"])
+        assert sql.exit_code == 0 and sql.stdout.splitlines()[1].isdigit()
+        assert frozen.read_bytes() == before and os.listdir(tmp_path) == ["frozen.duckdb"]
+    finally:
+        tmp_path.chmod(stat.S_IRWXU)
+
+
+def test_a_reader_during_an_ingest_sees_the_last_committed_state(tmp_path: Path,
+                                                                 db: Path) -> None:
+    """A reader that finds an ingest holding the file gets in between two of its files
+    (the ingest lets go when a reader waits) and sees the files committed so far."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    logs = tmp_path / "logs"
+    source = (SAMPLES / "eras" / "v0.5.23.log").read_text()
+    for n in range(40):  # one file after another, each its own transaction
+        folder = logs / f"node-{n:02d}"
+        folder.mkdir(parents=True)
+        (folder / "server.log").write_text(f"node {n} starting\n" + source)
+    env = {**os.environ, "LOGPIPE_LOCK_WAIT": "120"}
+    ingest = subprocess.Popen([sys.executable, "-m", "logpipe.cli", "ingest", str(logs),
+                               "--db", str(db)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while not db.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.0)  # the ingest is under way
+        reader = subprocess.run(
+            [sys.executable, "-m", "logpipe.cli", "sql", "SELECT count(*) FROM sources",
+             "--db", str(db), "--format", "csv"], capture_output=True, text=True, env=env,
+            timeout=120)
+        still_ingesting = ingest.poll() is None
+        out, err = ingest.communicate(timeout=300)
+    finally:
+        if ingest.poll() is None:
+            ingest.kill()
+    assert ingest.returncode == 0, err
+    assert reader.returncode == 0, reader.stderr
+    seen = int(reader.stdout.splitlines()[1])
+    assert still_ingesting, "the ingest ended before the reader got in: no test"
+    assert 0 < seen < 40
+    assert query(db, "SELECT count(*) FROM sources") == [(40,)]
+    assert not Path(f"{db}.readers-waiting").exists()

@@ -100,6 +100,7 @@ def ingest_files(files: list[tuple[Path, Path]], db: Path, options: EnvOptions,
     with Store.open(db) as store:
         for path, root in files:
             result.files.append(_ingest_file(store, path, root, options, progress))
+            store.yield_to_readers()  # a reader waiting sees the files committed so far
         with store.transaction():
             result.unlinked = link_records(store)
             apply_trace_env(store, options.tiers or Tiers.load())
