@@ -299,6 +299,8 @@ def _run(jobs: list[tuple[Any, ...]], engine: str, address: str | None, workers:
          on_group: Callable[[int, int], None] | None) -> list[Any]:
     """Each job's result, or the exception it raised, in order."""
     out: list[Any] = []
+    if not jobs:
+        return out  # nothing new: no Ray to start
     if engine == "local":
         for n, job in enumerate(jobs):
             try:
