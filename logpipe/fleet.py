@@ -195,11 +195,7 @@ def _ingest_to_lake(paths: list[Path], lake: Path, engine: str, address: str | N
             result.rows = committed.rows
     finally:
         shutil.rmtree(staging_root, ignore_errors=True)
-        for folder in (lake / lakes.STAGING,):
-            try:
-                folder.rmdir()
-            except OSError:
-                pass
+        lakes.remove_if_empty(lake / lakes.STAGING)
     return result
 
 

@@ -295,10 +295,10 @@ def _export(db: str | Path, lake: Path) -> ExportResult:
         return commit(lake, staged, contract)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-        _remove_if_empty(lake / STAGING)
+        remove_if_empty(lake / STAGING)
 
 
-def _remove_if_empty(folder: Path) -> None:
+def remove_if_empty(folder: Path) -> None:
     try:
         folder.rmdir()
     except OSError:
