@@ -23,16 +23,21 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 /* ---------------------------------------------------------------- growable buffers */
 
 typedef struct {
     char *p;
     size_t n, cap;
+    PyObject *obj; /* set: p is the storage of this bytes object, of fixed capacity */
 } buf_t;
 
 static int buf_reserve(buf_t *b, size_t extra) {
     if (b->n + extra <= b->cap) return 0;
+    if (b->obj) return -1; /* sized for every line of the block: cannot happen */
     size_t cap = b->cap ? b->cap : 4096;
     while (cap < b->n + extra) cap *= 2;
     char *p = realloc(b->p, cap);
@@ -51,6 +56,34 @@ static int buf_put(buf_t *b, const void *src, size_t n) {
 
 static int buf_byte(buf_t *b, char c) { return buf_put(b, &c, 1); }
 
+/* Storage of exactly cap bytes in a bytes object (GIL held): the column is handed to
+ * Python without a copy, and never reallocated while it fills. */
+static int buf_fixed(buf_t *b, size_t cap) {
+    b->obj = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(cap ? cap : 1));
+    if (!b->obj) return -1;
+    b->p = PyBytes_AS_STRING(b->obj);
+    b->n = 0;
+    b->cap = cap;
+    return 0;
+}
+
+/* The buffer as a new bytes object (GIL held); a fixed buffer is shrunk, not copied. */
+static PyObject *buf_take(buf_t *b) {
+    if (!b->obj) return PyBytes_FromStringAndSize(b->p ? b->p : "", (Py_ssize_t)b->n);
+    PyObject *o = b->obj;
+    b->obj = NULL;
+    b->p = NULL;
+    if (_PyBytes_Resize(&o, (Py_ssize_t)b->n)) return NULL;
+    return o;
+}
+
+static void buf_free(buf_t *b) { /* GIL held */
+    if (b->obj) Py_DECREF(b->obj);
+    else free(b->p);
+    b->obj = NULL;
+    b->p = NULL;
+}
+
 /* ---------------------------------------------------------------- columns */
 
 enum { C_I64, C_I32, C_F64, C_U8, C_STR };
@@ -63,52 +96,66 @@ typedef struct {
     buf_t offs;  /* C_STR: int64 offsets, rows + 1 */
 } col_t;
 
-static int col_init(col_t *c, const char *name, int type) {
+static const size_t WIDTH[] = {8, 4, 8, 1, 0}; /* bytes per value of each type */
+
+/* A column with room for ``rows`` values (GIL held); string bytes grow as needed. */
+static int col_init(col_t *c, const char *name, int type, size_t rows) {
     memset(c, 0, sizeof *c);
     c->name = name;
     c->type = type;
+    if (buf_fixed(&c->valid, rows)) return -1;
     if (type == C_STR) {
         int64_t zero = 0;
+        if (buf_fixed(&c->offs, (rows + 1) * sizeof zero)) return -1;
         return buf_put(&c->offs, &zero, sizeof zero);
     }
-    return 0;
+    return buf_fixed(&c->data, rows * WIDTH[type]);
 }
 
 static void col_free(col_t *c) {
-    free(c->data.p);
-    free(c->valid.p);
-    free(c->offs.p);
+    buf_free(&c->data);
+    buf_free(&c->valid);
+    buf_free(&c->offs);
 }
 
-static int put_i64(col_t *c, int64_t v, int ok) {
-    if (buf_put(&c->data, &v, sizeof v)) return -1;
-    return buf_byte(&c->valid, (char)ok);
+/* The value of row ``row`` of a column (the hot path of the scan).  col_init made room
+ * for one row per line of the block, and the scan checks its row counts against that, so
+ * these write by index: no length to load and store per value.  col_rows sets the
+ * lengths once the table is complete. */
+static inline int put_fixed(col_t *c, size_t row, const void *v, size_t width, int ok) {
+    memcpy(c->data.p + row * width, v, width);
+    c->valid.p[row] = (char)ok;
+    return 0;
 }
 
-static int put_i32(col_t *c, int32_t v, int ok) {
-    if (buf_put(&c->data, &v, sizeof v)) return -1;
-    return buf_byte(&c->valid, (char)ok);
+static inline int put_i64(col_t *c, size_t row, int64_t v, int ok) { return put_fixed(c, row, &v, 8, ok); }
+static inline int put_i32(col_t *c, size_t row, int32_t v, int ok) { return put_fixed(c, row, &v, 4, ok); }
+static inline int put_f64(col_t *c, size_t row, double v, int ok) { return put_fixed(c, row, &v, 8, ok); }
+static inline int put_u8(col_t *c, size_t row, uint8_t v, int ok) { return put_fixed(c, row, &v, 1, ok); }
+
+/* A value appended to a column outside a table (the slow lines' numbers) */
+static int append_i64(col_t *c, int64_t v) {
+    if (c->valid.n >= c->valid.cap) return -1;
+    put_i64(c, c->valid.n, v, 1);
+    c->data.n += 8;
+    c->valid.n++;
+    return 0;
 }
 
-static int put_f64(col_t *c, double v, int ok) {
-    if (buf_put(&c->data, &v, sizeof v)) return -1;
-    return buf_byte(&c->valid, (char)ok);
+static void col_rows(col_t *c, int n, size_t rows) {
+    for (int k = 0; k < n; k++) {
+        c[k].valid.n = rows;
+        if (c[k].type == C_STR) c[k].offs.n = (rows + 1) * sizeof(int64_t);
+        else c[k].data.n = rows * WIDTH[c[k].type];
+    }
 }
 
-static int put_u8(col_t *c, uint8_t v, int ok) {
-    if (buf_byte(&c->data, (char)v)) return -1;
-    return buf_byte(&c->valid, (char)ok);
-}
-
-static int str_end(col_t *c, int ok) { /* close the string whose bytes were put */
+static int put_str(col_t *c, size_t row, const char *s, size_t n, int ok) {
+    if (ok && buf_put(&c->data, s, n)) return -1; /* string bytes grow as needed */
     int64_t end = (int64_t)c->data.n;
-    if (buf_put(&c->offs, &end, sizeof end)) return -1;
-    return buf_byte(&c->valid, (char)ok);
-}
-
-static int put_str(col_t *c, const char *s, size_t n, int ok) {
-    if (ok && buf_put(&c->data, s, n)) return -1;
-    return str_end(c, ok);
+    memcpy(c->offs.p + (row + 1) * sizeof end, &end, sizeof end);
+    c->valid.p[row] = (char)ok;
+    return 0;
 }
 
 /* ---------------------------------------------------------------- small parsers */
@@ -221,13 +268,27 @@ static int parse_float(const char *s, size_t n, double *out) {
     return 1;
 }
 
-/* ", " or ": " in s..e (memmem's set-up costs more than these short scans) */
-static const char *find2(const char *s, const char *e, char a, char b) {
-    while (s + 1 < e) {
-        const char *q = memchr(s, a, (size_t)(e - s - 1));
-        if (!q) return NULL;
-        if (q[1] == b) return q;
-        s = q + 1;
+/* The first ':' or ',' in s..e, sixteen bytes at a time where SSE2 is there */
+static inline const char *find_sep(const char *s, const char *e) {
+#ifdef __SSE2__
+    const __m128i colon = _mm_set1_epi8(':'), comma = _mm_set1_epi8(',');
+    for (; e - s >= 16; s += 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)s);
+        int m = _mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(v, colon),
+                                               _mm_cmpeq_epi8(v, comma)));
+        if (m) return s + __builtin_ctz((unsigned)m);
+    }
+#endif
+    for (; s < e; s++)
+        if (*s == ':' || *s == ',') return s;
+    return NULL;
+}
+
+/* The first ", " or ": " in s..e (what: ',' or ':' for only that one, 0 for either) */
+static inline const char *find_pair(const char *s, const char *e, char what) {
+    while (s + 1 < e && (s = find_sep(s, e - 1)) != NULL) {
+        if (s[1] == ' ' && (!what || *s == what)) return s;
+        s++;
     }
     return NULL;
 }
@@ -353,13 +414,20 @@ typedef struct {
     const char **s;
     size_t *n;
     Py_ssize_t count;
-    uint8_t first[256]; /* 1 where some phrase starts with that byte */
+    uint8_t first[256];   /* 1 where some phrase starts with that byte */
+    uint64_t pair[1024];  /* bit a*256+b set where some phrase starts with bytes a, b */
 } phrases_t;
 
-/* one pass: only bytes that start some phrase are compared further */
+static inline int starts_pair(const phrases_t *ph, const char *q) {
+    unsigned k = (unsigned)(uint8_t)q[0] << 8 | (uint8_t)q[1];
+    return (int)(ph->pair[k >> 6] >> (k & 63) & 1);
+}
+
+/* one pass: only places where the first two bytes of some phrase stand are compared
+ * further (phrases are at least two bytes long) */
 static int has_phrase(const phrases_t *ph, const char *s, const char *e) {
-    for (const char *q = s; q < e; q++) {
-        if (!ph->first[(uint8_t)*q]) continue;
+    for (const char *q = s; q + 1 < e; q++) {
+        if (!ph->first[(uint8_t)*q] || !starts_pair(ph, q)) continue;
         for (Py_ssize_t i = 0; i < ph->count; i++)
             if (ph->s[i][0] == *q && (size_t)(e - q) >= ph->n[i]
                 && memcmp(q, ph->s[i], ph->n[i]) == 0)
@@ -458,10 +526,17 @@ static int parse_batch(const char *msg, const char *e, batch_t *b, const phrases
     if (buf_byte(&b->extra, '{')) return -1;
     const char *p = q;
     while (p < be) {
-        const char *pe = find2(p, be, ',', ' ');
+        /* one pass: the piece's ": ", then the ", " that ends it (the pieces are split on
+         * ", " first: a ", " before any ": " ends a piece without one) */
+        const char *colon = find_pair(p, be, 0), *pe;
+        if (colon && *colon == ',') {
+            pe = colon;
+            colon = NULL;
+        } else {
+            pe = colon ? find_pair(colon + 2, be, ',') : NULL;
+        }
         if (!pe) pe = be;
         if (pe > p) { /* empty pieces are dropped */
-            const char *colon = find2(p, pe, ':', ' ');
             if (!colon) return 0; /* a continuation piece or a reject */
             const char *ks = p, *ke = colon, *vs = colon + 2, *ve = pe;
             strip(&ks, &ke);
@@ -597,59 +672,60 @@ static uint64_t prefix_shape(const prefix_t *p) {
 }
 
 /* The columns every fast row starts with: idx, ts, stamp, rank_tag */
-static int put_head(col_t *c, int64_t idx, const prefix_t *p) {
-    int r = put_i64(&c[0], idx, 1);
-    r |= put_i64(&c[1], p->ts_us, 1);
-    r |= put_u8(&c[2], (uint8_t)p->stamp, 1);
-    r |= put_str(&c[3], p->ranks, (size_t)(p->ranks_end - p->ranks), p->ranks_end > p->ranks);
+static int put_head(col_t *c, size_t row, int64_t idx, const prefix_t *p) {
+    int r = put_i64(&c[0], row, idx, 1);
+    r |= put_i64(&c[1], row, p->ts_us, 1);
+    r |= put_u8(&c[2], row, (uint8_t)p->stamp, 1);
+    r |= put_str(&c[3], row, p->ranks, (size_t)(p->ranks_end - p->ranks), p->ranks_end > p->ranks);
     return r;
 }
 
 /* ... and ends with: shape, msg_off, msg_len, keep */
-static int put_tail(col_t *c, const prefix_t *p, const char *data, const char *msg,
-                    const char *e) {
-    int r = put_i64(&c[0], (int64_t)shape_hash(prefix_shape(p), msg, e), 1);
-    r |= put_i64(&c[1], (int64_t)(msg - data), 1);
-    r |= put_i64(&c[2], (int64_t)(e - msg), 1);
-    r |= put_u8(&c[3], 1, 1);
+static int put_tail(col_t *c, size_t row, const prefix_t *p, const char *data,
+                    const char *msg, const char *e) {
+    int r = put_i64(&c[0], row, (int64_t)shape_hash(prefix_shape(p), msg, e), 1);
+    r |= put_i64(&c[1], row, (int64_t)(msg - data), 1);
+    r |= put_i64(&c[2], row, (int64_t)(e - msg), 1);
+    r |= put_u8(&c[3], row, 1, 1);
     return r;
 }
 
-static int emit_batch(col_t *c, int64_t idx, const prefix_t *p, const batch_t *b,
+static int emit_batch(col_t *c, size_t row, int64_t idx, const prefix_t *p, const batch_t *b,
                       const char *data, const char *msg, const char *e) {
-    int r = put_head(c, idx, p);  /* B_IDX .. B_RANKTAG */
-    for (int k = 0; k < 4; k++) r |= put_i32(&c[B_DP + k], p->rank[k] * p->rank_ok[k], p->rank_ok[k]);
-    r |= put_u8(&c[B_KIND], (uint8_t)b->kind, 1);
-    r |= put_i64(&c[B_ITER], b->iter_ok ? b->iter : 0, b->iter_ok);
-    r |= put_u8(&c[B_MIXED], (uint8_t)b->mixed_ok, 1);
+    int r = put_head(c, row, idx, p);  /* B_IDX .. B_RANKTAG */
+    for (int k = 0; k < 4; k++)
+        r |= put_i32(&c[B_DP + k], row, p->rank[k] * p->rank_ok[k], p->rank_ok[k]);
+    r |= put_u8(&c[B_KIND], row, (uint8_t)b->kind, 1);
+    r |= put_i64(&c[B_ITER], row, b->iter_ok ? b->iter : 0, b->iter_ok);
+    r |= put_u8(&c[B_MIXED], row, (uint8_t)b->mixed_ok, 1);
     for (int k = 0; k < N_CANON; k++) {
         col_t *col = &c[CANON_COL[k]];
         int ok = b->present[k];
-        if (k == K_GRAPH) r |= put_u8(col, ok ? (uint8_t)b->graph : 0, ok);
+        if (k == K_GRAPH) r |= put_u8(col, row, ok ? (uint8_t)b->graph : 0, ok);
         else if (CANON_INT[k]) {
             int64_t v = ok ? b->ival[k] : 0;
             if (k == K_RUNNING && !ok && b->mixed_ok) { v = b->mixed; ok = 1; }
-            r |= put_i64(col, v, ok);
-        } else r |= put_f64(col, ok ? b->fval[k] : 0.0, ok);
+            r |= put_i64(col, row, v, ok);
+        } else r |= put_f64(col, row, ok ? b->fval[k] : 0.0, ok);
     }
-    r |= put_str(&c[B_GRAPH_LABEL], b->graph_key, (size_t)(b->graph_key_end - b->graph_key),
+    r |= put_str(&c[B_GRAPH_LABEL], row, b->graph_key, (size_t)(b->graph_key_end - b->graph_key),
                  b->present[K_GRAPH]);
-    r |= put_str(&c[B_EXTRA], b->extra.p, b->extra.n, b->extra_pairs > 0);
-    r |= put_tail(&c[B_SHAPE], p, data, msg, e);
+    r |= put_str(&c[B_EXTRA], row, b->extra.p, b->extra.n, b->extra_pairs > 0);
+    r |= put_tail(&c[B_SHAPE], row, p, data, msg, e);
     return r ? -1 : 0;
 }
 
-static int emit_http(col_t *c, int64_t idx, const prefix_t *p, const http_t *h,
+static int emit_http(col_t *c, size_t row, int64_t idx, const prefix_t *p, const http_t *h,
                      const char *data, const char *msg, const char *e) {
-    int r = put_head(c, idx, p);  /* H_IDX .. H_RANKTAG */
-    r |= put_str(&c[H_CLIENT], h->client, (size_t)(h->client_end - h->client), 1);
-    r |= put_str(&c[H_METHOD], h->method, (size_t)(h->method_end - h->method), 1);
-    r |= put_str(&c[H_PATH], h->path, (size_t)(h->path_end - h->path), 1);
-    r |= put_str(&c[H_PROTO], h->proto, (size_t)(h->proto_end - h->proto), 1);
-    r |= put_i32(&c[H_STATUS], h->status, 1);
-    r |= put_str(&c[H_TEXT], h->has_text ? h->text : e, h->has_text ? (size_t)(e - h->text) : 0,
+    int r = put_head(c, row, idx, p);  /* H_IDX .. H_RANKTAG */
+    r |= put_str(&c[H_CLIENT], row, h->client, (size_t)(h->client_end - h->client), 1);
+    r |= put_str(&c[H_METHOD], row, h->method, (size_t)(h->method_end - h->method), 1);
+    r |= put_str(&c[H_PATH], row, h->path, (size_t)(h->path_end - h->path), 1);
+    r |= put_str(&c[H_PROTO], row, h->proto, (size_t)(h->proto_end - h->proto), 1);
+    r |= put_i32(&c[H_STATUS], row, h->status, 1);
+    r |= put_str(&c[H_TEXT], row, h->has_text ? h->text : e, h->has_text ? (size_t)(e - h->text) : 0,
                  h->has_text);
-    r |= put_tail(&c[H_SHAPE], p, data, msg, e);
+    r |= put_tail(&c[H_SHAPE], row, p, data, msg, e);
     return r ? -1 : 0;
 }
 
@@ -657,15 +733,12 @@ static PyObject *cols_to_dict(col_t *c, const char **names, int n) {
     PyObject *d = PyDict_New();
     if (!d) return NULL;
     for (int k = 0; k < n; k++) {
-        PyObject *t;
-        if (c[k].type == C_STR)
-            t = Py_BuildValue("(y#y#y#)", c[k].data.p ? c[k].data.p : "", (Py_ssize_t)c[k].data.n,
-                              c[k].valid.p ? c[k].valid.p : "", (Py_ssize_t)c[k].valid.n,
-                              c[k].offs.p, (Py_ssize_t)c[k].offs.n);
-        else
-            t = Py_BuildValue("(y#y#O)", c[k].data.p ? c[k].data.p : "", (Py_ssize_t)c[k].data.n,
-                              c[k].valid.p ? c[k].valid.p : "", (Py_ssize_t)c[k].valid.n,
-                              Py_None);
+        PyObject *data = buf_take(&c[k].data), *valid = buf_take(&c[k].valid);
+        PyObject *offs = c[k].type == C_STR ? buf_take(&c[k].offs) : Py_NewRef(Py_None);
+        PyObject *t = data && valid && offs ? PyTuple_Pack(3, data, valid, offs) : NULL;
+        Py_XDECREF(data);
+        Py_XDECREF(valid);
+        Py_XDECREF(offs);
         if (!t || PyDict_SetItemString(d, names[k], t)) {
             Py_XDECREF(t);
             Py_DECREF(d);
@@ -692,10 +765,10 @@ static int ends_with_ray_repeat(const char *s, const char *e) {
 }
 
 /* Hand line idx (s..e) to the slow parser; keep: the fast row of that line, flagged 0. */
-static int hand_on(col_t *keep, col_t *slow_idx, buf_t *slow, int64_t idx, const char *s,
+static int hand_on(char *keep, col_t *slow_idx, buf_t *slow, int64_t idx, const char *s,
                    const char *e) {
-    if (keep) keep->data.p[keep->data.n - 1] = 0;
-    if (put_i64(slow_idx, idx, 1) || buf_put(slow, s, (size_t)(e - s))) return -1;
+    if (keep) *keep = 0;
+    if (append_i64(slow_idx, idx) || buf_put(slow, s, (size_t)(e - s))) return -1;
     return buf_byte(slow, '\n');
 }
 
@@ -718,20 +791,35 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         if (!PyBytes_Check(o)) { PyErr_SetString(PyExc_TypeError, "phrases must be bytes"); ok = 0; break; }
         ph.s[i] = PyBytes_AS_STRING(o);
         ph.n[i] = (size_t)PyBytes_GET_SIZE(o);
-        if (ph.n[i] == 0) { PyErr_SetString(PyExc_ValueError, "empty phrase"); ok = 0; break; }
+        if (ph.n[i] < 2) { PyErr_SetString(PyExc_ValueError, "phrase shorter than 2 bytes"); ok = 0; break; }
         ph.first[(uint8_t)ph.s[i][0]] = 1;
+        unsigned k = (unsigned)(uint8_t)ph.s[i][0] << 8 | (uint8_t)ph.s[i][1];
+        ph.pair[k >> 6] |= (uint64_t)1 << (k & 63);
     }
-    for (int k = 0; k < NB; k++) col_init(&bc[k], B_NAMES[k], B_TYPES[k]);
-    for (int k = 0; k < NH; k++) col_init(&hc[k], H_NAMES[k], H_TYPES[k]);
-    col_init(&slow_idx, "idx", C_I64);
-
     const char *data = view.buf, *end = data + view.len, *s = data;
+    size_t rows = 1; /* lines of the block (a last line without its newline included) */
+    Py_BEGIN_ALLOW_THREADS
+    for (const char *q = data; q < end; rows++) {
+        q = memchr(q, '\n', (size_t)(end - q));
+        if (!q) break;
+        q++;
+    }
+    Py_END_ALLOW_THREADS
+    memset(bc, 0, sizeof bc);
+    memset(hc, 0, sizeof hc);
+    memset(&slow_idx, 0, sizeof slow_idx);
+    for (int k = 0; ok && k < NB; k++) ok = !col_init(&bc[k], B_NAMES[k], B_TYPES[k], rows);
+    for (int k = 0; ok && k < NH; k++) ok = !col_init(&hc[k], H_NAMES[k], H_TYPES[k], rows);
+    if (ok) ok = !col_init(&slow_idx, "idx", C_I64, rows);
+
     int64_t idx = 0, lines = 0;
     int prev_lane = 0; /* 0 slow, 1 batch, 2 http */
     const char *prev_s = NULL, *prev_e = NULL;
     int failed = !ok;
+    size_t nb = 0, nh = 0; /* rows of the batch and HTTP tables */
     Py_BEGIN_ALLOW_THREADS
     while (!failed && s < end) {
+        if (nb >= rows || nh >= rows) { failed = 1; break; } /* one row per line at most */
         const char *e = memchr(s, '\n', (size_t)(end - s));
         const char *next = e ? e + 1 : end;
         if (!e) e = end;
@@ -742,13 +830,13 @@ static PyObject *scan(PyObject *self, PyObject *args) {
             int r = parse_batch(p.msg, e, &b, &ph);
             if (r < 0) { failed = 1; break; }
             if (r == 1) {
-                if (emit_batch(bc, idx, &p, &b, data, p.msg, e)) { failed = 1; break; }
+                if (emit_batch(bc, nb++, idx, &p, &b, data, p.msg, e)) { failed = 1; break; }
                 lane = 1;
             } else {
                 http_t h;
                 if (parse_http(p.msg, e, &h)
                     && !(h.has_text && has_phrase(&ph, h.text, e))) {
-                    if (emit_http(hc, idx, &p, &h, data, p.msg, e)) { failed = 1; break; }
+                    if (emit_http(hc, nh++, idx, &p, &h, data, p.msg, e)) { failed = 1; break; }
                     lane = 2;
                 }
             }
@@ -760,13 +848,14 @@ static PyObject *scan(PyObject *self, PyObject *args) {
             p.stamp = NO_STAMP;
             p.ranks = p.ranks_end = p.msg = s;
             if (parse_http(s, e, &h) && !(h.has_text && has_phrase(&ph, h.text, e))) {
-                if (emit_http(hc, idx, &p, &h, data, s, e)) { failed = 1; break; }
+                if (emit_http(hc, nh++, idx, &p, &h, data, s, e)) { failed = 1; break; }
                 lane = 2;
             }
         }
         if (lane == 0) {
             /* the fast line before a slow one is read by both */
-            if (prev_lane && hand_on(prev_lane == 1 ? &bc[B_KEEP] : &hc[H_KEEP], &slow_idx,
+            if (prev_lane && hand_on(prev_lane == 1 ? &bc[B_KEEP].data.p[nb - 1]
+                                     : &hc[H_KEEP].data.p[nh - 1], &slow_idx,
                                      &slow, idx - 1, prev_s, prev_e)) { failed = 1; break; }
             if (hand_on(NULL, &slow_idx, &slow, idx, s, e)) { failed = 1; break; }
         }
@@ -777,10 +866,13 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         s = next;
     }
     /* the last line carries the state forward: the slow parser reads it too */
-    if (!failed && prev_lane && hand_on(prev_lane == 1 ? &bc[B_KEEP] : &hc[H_KEEP], &slow_idx,
+    if (!failed && prev_lane && hand_on(prev_lane == 1 ? &bc[B_KEEP].data.p[nb - 1]
+                                        : &hc[H_KEEP].data.p[nh - 1], &slow_idx,
                                         &slow, idx - 1, prev_s, prev_e))
         failed = 1;
     lines = idx;
+    col_rows(bc, NB, nb);
+    col_rows(hc, NH, nh);
     Py_END_ALLOW_THREADS
 
     PyObject *out = NULL;
@@ -788,10 +880,9 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         PyObject *bd = cols_to_dict(bc, B_NAMES, NB);
         PyObject *hd = bd ? cols_to_dict(hc, H_NAMES, NH) : NULL;
         if (bd && hd)
-            out = Py_BuildValue("{s:N,s:N,s:y#,s:y#,s:L}", "batch", bd, "http", hd, "slow",
+            out = Py_BuildValue("{s:N,s:N,s:y#,s:N,s:L}", "batch", bd, "http", hd, "slow",
                                 slow.p ? slow.p : "", (Py_ssize_t)slow.n, "slow_idx",
-                                slow_idx.data.p ? slow_idx.data.p : "",
-                                (Py_ssize_t)slow_idx.data.n, "lines", (long long)lines);
+                                buf_take(&slow_idx.data), "lines", (long long)lines);
         else {
             Py_XDECREF(bd);
             Py_XDECREF(hd);

@@ -31,7 +31,7 @@ from logpipe.sources.sglang_log import (
 )
 from logpipe.store import Spool, Store
 
-PARSE_BLOCK_BYTES = 8 * 1024 * 1024
+PARSE_BLOCK_BYTES = 32 * 1024 * 1024
 
 
 def ingest_log(store: Store, path: Path, key: str, kind: str, head: bytes,
@@ -70,7 +70,7 @@ def ingest_log(store: Store, path: Path, key: str, kind: str, head: bytes,
         rejected = int(existing["rejected"] or 0) if existing else 0
         noise = int(existing["noise_lines"] or 0) if existing else 0
         lines_before = state.lines
-        tail = b""
+        tail: bytes | bytearray = b""
         if progress and offset:
             progress(min(offset, stat.st_size))
         summaries_in_log = _ConsoleSummaries()
@@ -137,12 +137,12 @@ AHEAD = 2
 
 
 def _prepared_blocks(fh: BinaryIO, ahead: ThreadPoolExecutor, first_line_no: int,
-                     fallback_date: str) -> Iterator[tuple[bytes, Future[PreparedChunk]]]:
+                     fallback_date: str) -> Iterator[tuple[bytearray, Future[PreparedChunk]]]:
     """Blocks of complete lines, each with its state-free parse already started on
     ``ahead``: the next blocks are prepared while the caller finishes and writes this one
     (polars releases the GIL, so this uses the cores that one block's parse leaves idle;
     at most ``AHEAD + 1`` blocks are in memory)."""
-    pending: deque[tuple[bytes, Future[PreparedChunk]]] = deque()
+    pending: deque[tuple[bytearray, Future[PreparedChunk]]] = deque()
     line_no = first_line_no
     for block in line_blocks(fh, PARSE_BLOCK_BYTES):
         pending.append((block, ahead.submit(prepare_block, block, line_no, fallback_date)))
@@ -164,7 +164,7 @@ class _ConsoleSummaries:
         self.found: list[tuple[int, bytes]] = []
         self._open: tuple[int, bytearray] | None = None
 
-    def feed(self, block: bytes, first_line_no: int) -> None:
+    def feed(self, block: bytes | bytearray, first_line_no: int) -> None:
         if self._open is not None:  # a table cut by the block boundary
             line_no, text = self._open
             text += block[:64 * 1024]
@@ -178,7 +178,7 @@ class _ConsoleSummaries:
             if len(chunk) < 64 * 1024 and not chunk.rstrip().endswith(b"="):
                 self._open = (line_no, bytearray(chunk))
             else:
-                self.found.append((line_no, chunk))
+                self.found.append((line_no, bytes(chunk)))
             pos = block.find(self.BANNER, pos + len(self.BANNER))
 
     def write(self, store: Store, key: str, run_ids: dict[int, str]) -> int:

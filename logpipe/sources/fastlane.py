@@ -48,7 +48,7 @@ class Lanes:
     slow_text: str
     """The lines left to the polars parser, each ending in ``\\n``."""
     slow_line_nos: np.ndarray
-    data: bytes
+    data: bytes | bytearray
     """The block (messages of representative lines are read from it)."""
 
 
@@ -120,7 +120,7 @@ def _stamp_columns(fallback_date: str, all_dated: bool) -> list[pl.Expr]:
     ]
 
 
-def split_block(data: bytes, first_line_no: int, fallback_date: str) -> Lanes:
+def split_block(data: bytes | bytearray, first_line_no: int, fallback_date: str) -> Lanes:
     """Split a block of complete lines (``first_line_no`` is the first line's number)."""
     assert _fastlane is not None
     out: dict[str, Any] = _fastlane.scan(data, _PHRASES)
@@ -157,7 +157,7 @@ def time_only(lanes: Lanes) -> pl.DataFrame:
                       for f in (lanes.batches, lanes.http)]).sort("line_no")
 
 
-def representatives(frame: pl.DataFrame, data: bytes, bkind: bool) -> pl.DataFrame:
+def representatives(frame: pl.DataFrame, data: bytes | bytearray, bkind: bool) -> pl.DataFrame:
     """One line per (run, shape) of fast rows (``frame`` has ``run_seq``), with the columns
     :data:`logpipe.era.FEATURES` reads.  Lines of one shape differ only in their digits,
     which no era feature looks at, so the features of the representative are those of
