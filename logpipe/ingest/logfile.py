@@ -90,6 +90,7 @@ def ingest_log(store: Store, path: Path, key: str, kind: str, head: bytes,
                 res.unread += chunk.unread
                 if progress:
                     progress(len(block))
+            runs.flush()
             spool.load()
         n = summaries_in_log.write(store, key, runs.ids())
         if n:
@@ -130,6 +131,14 @@ def ingest_log(store: Store, path: Path, key: str, kind: str, head: bytes,
     summaries.fold_ranges(store, key, lines_before)
     res.runs_created = runs.created
     return res
+
+
+def _least(a: Any, b: Any) -> Any:
+    return b if a is None else a if b is None else min(a, b)
+
+
+def _greatest(a: Any, b: Any) -> Any:
+    return b if a is None else a if b is None else max(a, b)
 
 
 AHEAD = 2
@@ -235,19 +244,23 @@ def _write_chunk(store: Store, key: str, chunk: ParsedChunk, runs: _RunBook,
 
 
 class _RunBook:
-    """Creates and updates the ``runs`` rows of one file as its lines stream by."""
+    """Creates and updates the ``runs`` rows of one file as its lines stream by.
+
+    A known run's time span and era are kept here as blocks widen them and written once
+    by :meth:`flush` (a query and an update per run per block cost ~1 s per GB)."""
 
     def __init__(self, store: Store, path: Path, key: str) -> None:
         self.store = store
         self.path = path
         self.key = key
         self.created = 0
-        self._ids: dict[int, str] = {
-            int(seq): rid
-            for seq, rid in store.all(
-                "SELECT run_seq, run_id FROM runs WHERE source_path = ?", [key]
-            )
-        }
+        self._ids: dict[int, str] = {}
+        self._masks: dict[str, int] = {}
+        for seq, rid, mask in store.all(
+                "SELECT run_seq, run_id, era_mask FROM runs WHERE source_path = ?", [key]):
+            self._ids[int(seq)] = rid
+            self._masks[rid] = int(mask) if mask is not None else era.ALL
+        self._spans: dict[str, tuple[Any, Any]] = {}
 
     def ids(self) -> dict[int, str]:
         return dict(self._ids)
@@ -271,13 +284,20 @@ class _RunBook:
             self.store.add_run(rid, self._new_name(seq), self.key, seq, row["first_line"],
                                row["first_ts"], row["last_ts"], era.label(mask), mask)
             self._ids[seq] = rid
+            self._masks[rid] = mask
             self.created += 1
             return
         rid = self._ids[seq]
-        current = self.store.one("SELECT era_mask FROM runs WHERE run_id = ?", [rid])
-        mask = era.mask_from_flags(flags, int(current[0]) if current and current[0] is not None
-                                   else era.ALL)
-        self.store.widen_run(rid, row["first_ts"], row["last_ts"], era.label(mask), mask)
+        self._masks[rid] = era.mask_from_flags(flags, self._masks[rid])
+        first, last = self._spans.get(rid, (None, None))
+        self._spans[rid] = (_least(first, row["first_ts"]), _greatest(last, row["last_ts"]))
+
+    def flush(self) -> None:
+        """Write the spans and eras that blocks widened since the last flush."""
+        for rid, (first, last) in self._spans.items():
+            mask = self._masks[rid]
+            self.store.widen_run(rid, first, last, era.label(mask), mask)
+        self._spans.clear()
 
     def launch(self, launch: Launch) -> None:
         rid = self._ids[launch.run_seq]
