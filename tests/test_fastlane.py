@@ -209,6 +209,8 @@ def test_generated_logs_parse_the_same(seed: int, monkeypatch: pytest.MonkeyPatc
     b"[2026-03-01 10:00:24 TP0] Decode batch. #running-req: 1.5",
     b"[2026-03-01 10:00:24 TP0] Decode batch. gen throughput (token/s): 5.",
     "[2026-03-01 10:00:24 TP0] Decode batch. note: caf\u00e9".encode(),
+    # ingest looks for bench_serving summaries among the slow lines only
+    b"[2026-03-01 10:00:24 TP0] Decode batch. note: Serving Benchmark Result",
 ])
 def test_unusual_lines_are_left_to_the_polars_parser(line: bytes):
     lanes = fastlane.split_block(line + b"\n" + b"noise\n", 1, "2026-01-01")

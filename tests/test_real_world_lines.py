@@ -177,6 +177,28 @@ def test_a_file_with_server_lines_and_a_bench_summary_yields_both(tmp_path: Path
     assert got == [("exp1", "console", "server log", 62.93, 8)]
 
 
+@pytest.mark.parametrize("block_bytes", [700, 1500, 4096])
+def test_a_summary_among_many_fast_blocks_is_found_once(tmp_path: Path, block_bytes: int,
+                                                        monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    """Summaries are looked for among the slow lane's lines only: one printed between
+    many blocks of plain batch lines, cut by a block boundary or not, is still found."""
+    import logpipe.ingest.logfile as logfile
+
+    monkeypatch.setattr(logfile, "PARSE_BLOCK_BYTES", block_bytes)
+    server = "\n".join(PLAIN) + "\n"
+    batch = next(ln for ln in PLAIN if "Decode batch" in ln) + "\n"
+    text = server + batch * 60 + _console(_record()) + batch * 60
+    run = tmp_path / "exp1"
+    run.mkdir()
+    (run / "run.log").write_text(text)
+    db = tmp_path / "db.duckdb"
+    assert not ingest_paths([tmp_path], db).failed
+    assert query(db, "SELECT count(*) FROM batches") == [(131,)]
+    assert query(db, "SELECT format, link_method, output_throughput FROM bench_results") == [
+        ("console", "server log", 62.93)]
+
+
 def test_console_and_jsonl_of_one_benchmark_are_one_result(tmp_path: Path) -> None:
     import json
 

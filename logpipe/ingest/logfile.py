@@ -3,8 +3,10 @@ finished in order, their rows spooled and loaded once per file, runs kept as the
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
+import platform
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -20,7 +22,7 @@ from logpipe.ingest.changes import HEAD_HASH_BYTES, TAIL_HASH_BYTES, decide, win
 from logpipe.ingest.walk import run_base_name
 from logpipe.readers import line_blocks, open_binary, skip_to
 from logpipe.server_args import redact, redact_text
-from logpipe.sources import bench
+from logpipe.sources import bench, fastlane
 from logpipe.sources.sglang_log import (
     Launch,
     LogState,
@@ -74,16 +76,19 @@ def ingest_log(store: Store, path: Path, key: str, kind: str, head: bytes,
         if progress and offset:
             progress(min(offset, stat.st_size))
         summaries_in_log = _ConsoleSummaries()
+        _reuse_freed_blocks()
         with Spool(store) as spool, ThreadPoolExecutor(max_workers=AHEAD) as ahead, \
                 ThreadPoolExecutor(max_workers=1) as hashing:
             for block, prepared in _prepared_blocks(fh, ahead, state.lines + 1,
                                                     fallback_date):
-                summaries_in_log.feed(block, state.lines + 1)
                 hashing.submit(hasher.update, block)  # in order, off the main thread
                 tail = (block[-TAIL_HASH_BYTES:] if len(block) >= TAIL_HASH_BYTES
                         else (tail + block)[-TAIL_HASH_BYTES:])
                 offset += len(block)
-                chunk = finish_chunk(prepared.result(), state, keep_text)
+                ready = prepared.result()
+                summaries_in_log.feed(block, state.lines + 1, search=ready.fast is None
+                                      or _ConsoleSummaries.TEXT in ready.fast.slow_text)
+                chunk = finish_chunk(ready, state, keep_text)
                 _write_chunk(store, key, chunk, runs, res, spool)
                 rejected += chunk.rejects.height
                 noise += chunk.noise
@@ -133,6 +138,35 @@ def ingest_log(store: Store, path: Path, key: str, kind: str, head: bytes,
     return res
 
 
+_TUNED = False
+
+
+def _reuse_freed_blocks() -> None:
+    """Let glibc's malloc keep freed block-sized buffers for the next block.
+
+    A block, and the C lane's columns of it, are tens of MB each: glibc serves such sizes
+    with a fresh ``mmap`` and returns them on ``free``, so each block pays its page
+    faults and zeroing again (~1 s of system time per GB).  Raising the mmap and trim
+    thresholds to 256 MB serves them from the heap and keeps them for reuse, for ~170 MB
+    more peak memory (1 GB steady log, alternating runs: 14.7 → 13.7 s, median of 3).
+    Process-wide and once; nothing happens on other C libraries."""
+    global _TUNED
+    if _TUNED:
+        return
+    _TUNED = True
+    if platform.libc_ver()[0] != "glibc":
+        return
+    try:
+        libc = ctypes.CDLL(None)
+        for param in (_M_MMAP_THRESHOLD, _M_TRIM_THRESHOLD):
+            libc.mallopt(param, 256 * 1024 * 1024)
+    except (OSError, AttributeError):
+        pass
+
+
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h
+
+
 def _least(a: Any, b: Any) -> Any:
     return b if a is None else a if b is None else min(a, b)
 
@@ -167,18 +201,23 @@ class _ConsoleSummaries:
     to one file): found by their banner in the blocks as they stream by, written to
     ``bench_results`` linked to the run whose lines they follow."""
 
-    BANNER = b"Serving Benchmark Result"
+    TEXT = fastlane.CONSOLE_BANNER
+    BANNER = TEXT.encode()
 
     def __init__(self) -> None:
         self.found: list[tuple[int, bytes]] = []
         self._open: tuple[int, bytearray] | None = None
 
-    def feed(self, block: bytes | bytearray, first_line_no: int) -> None:
+    def feed(self, block: bytes | bytearray, first_line_no: int, search: bool = True) -> None:
+        """``search=False``: the block holds no banner (the fast lane's lines never do,
+        and its slow lines were searched), only a table cut by the last block is read."""
         if self._open is not None:  # a table cut by the block boundary
             line_no, text = self._open
             text += block[:64 * 1024]
             self.found.append((line_no, bytes(text)))
             self._open = None
+        if not search:
+            return
         pos = block.find(self.BANNER)
         while pos >= 0:
             start = block.rfind(b"\n", 0, pos) + 1
