@@ -447,6 +447,9 @@ def _merge_fast(lanes: fastlane.Lanes, df: pl.DataFrame, days: pl.DataFrame | No
     lines are always slow), time-only stamps their midnight roll-over, and their era
     features and time span join the runs."""
     anchors = df.select("line_no", "run_seq")
+    # the usual block starts no launch: every fast row is in the run the block began in
+    one_run = anchors.height == 0 or (anchors["run_seq"].min() == run_before
+                                      and anchors["run_seq"].max() == run_before)
 
     def with_runs(frame: pl.DataFrame) -> pl.DataFrame:
         if days is not None:
@@ -454,6 +457,8 @@ def _merge_fast(lanes: fastlane.Lanes, df: pl.DataFrame, days: pl.DataFrame | No
             frame = frame.with_columns(
                 (pl.col("ts") + pl.duration(days=pl.col("days").fill_null(0)))
                 .alias("ts")).drop("days")
+        if one_run:
+            return frame.with_columns(pl.lit(run_before, dtype=pl.Int64).alias("run_seq"))
         return frame.join_asof(anchors, on="line_no", strategy="backward").with_columns(
             pl.col("run_seq").fill_null(run_before))
 
