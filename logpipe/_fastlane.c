@@ -764,7 +764,8 @@ static int ends_with_ray_repeat(const char *s, const char *e) {
     return e - s >= 15 && memcmp(e - 15, "across cluster]", 15) == 0;
 }
 
-/* Hand line idx (s..e) to the slow parser; keep: the fast row of that line, flagged 0. */
+/* Hand line idx (s..e) to the slow parser; keep: the keep flag of that line's fast row,
+ * cleared (the slow parser's row of the line stands instead). */
 static int hand_on(char *keep, col_t *slow_idx, buf_t *slow, int64_t idx, const char *s,
                    const char *e) {
     if (keep) *keep = 0;
