@@ -414,8 +414,7 @@ typedef struct {
     const char **s;
     size_t *n;
     Py_ssize_t count;
-    uint8_t first[256];   /* 1 where some phrase starts with that byte */
-    uint64_t pair[1024];  /* bit a*256+b set where some phrase starts with bytes a, b */
+    uint64_t pair[1024]; /* bit a*256+b set where some phrase starts with bytes a, b */
 } phrases_t;
 
 static inline int starts_pair(const phrases_t *ph, const char *q) {
@@ -427,7 +426,7 @@ static inline int starts_pair(const phrases_t *ph, const char *q) {
  * further (phrases are at least two bytes long) */
 static int has_phrase(const phrases_t *ph, const char *s, const char *e) {
     for (const char *q = s; q + 1 < e; q++) {
-        if (!ph->first[(uint8_t)*q] || !starts_pair(ph, q)) continue;
+        if (!starts_pair(ph, q)) continue;
         for (Py_ssize_t i = 0; i < ph->count; i++)
             if (ph->s[i][0] == *q && (size_t)(e - q) >= ph->n[i]
                 && memcmp(q, ph->s[i], ph->n[i]) == 0)
@@ -793,7 +792,6 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         ph.s[i] = PyBytes_AS_STRING(o);
         ph.n[i] = (size_t)PyBytes_GET_SIZE(o);
         if (ph.n[i] < 2) { PyErr_SetString(PyExc_ValueError, "phrase shorter than 2 bytes"); ok = 0; break; }
-        ph.first[(uint8_t)ph.s[i][0]] = 1;
         unsigned k = (unsigned)(uint8_t)ph.s[i][0] << 8 | (uint8_t)ph.s[i][1];
         ph.pair[k >> 6] |= (uint64_t)1 << (k & 63);
     }

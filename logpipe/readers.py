@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -65,7 +66,7 @@ def line_blocks(fh: BinaryIO, block_bytes: int = BLOCK_BYTES) -> Iterator[bytear
     of ``carry + block`` and of the cut cost more than reading the file)."""
     carry = b""
     while True:
-        buf = bytearray(len(carry) + block_bytes)
+        buf = bytearray(len(carry) + _room(fh, block_bytes))
         buf[:len(carry)] = carry
         got = fh.readinto(memoryview(buf)[len(carry):])  # type: ignore[attr-defined]
         if not got:
@@ -78,3 +79,17 @@ def line_blocks(fh: BinaryIO, block_bytes: int = BLOCK_BYTES) -> Iterator[bytear
         carry = bytes(buf[cut + 1:end])
         del buf[cut + 1:]
         yield buf
+
+
+def _room(fh: BinaryIO, block_bytes: int) -> int:
+    """Bytes to make room for in the next block: at most what is left of a plain file
+    (a small file or an append is not given a zeroed 32 MB buffer, ~26 ms each), plus
+    one so that a file that grew meanwhile is read on; ``block_bytes`` for a stream."""
+    raw = getattr(fh, "raw", None)
+    if not isinstance(raw, io.FileIO):  # decompressing, or in memory: size unknown
+        return block_bytes
+    try:
+        left = os.fstat(raw.fileno()).st_size - fh.tell()
+    except OSError:
+        return block_bytes
+    return max(1, min(block_bytes, left + 1))
