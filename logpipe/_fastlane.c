@@ -900,7 +900,27 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* count_lines(data) -> int: the newlines in data, GIL released (bytes.count reads one
+ * byte at a time: ~30 ms per 32 MB block against ~3 ms for memchr's vector loop) */
+static PyObject *count_lines(PyObject *self, PyObject *arg) {
+    (void)self;
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE)) return NULL;
+    const char *q = view.buf, *end = q + view.len;
+    long long n = 0;
+    Py_BEGIN_ALLOW_THREADS
+    while (q < end && (q = memchr(q, '\n', (size_t)(end - q))) != NULL) {
+        n++;
+        q++;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    return PyLong_FromLongLong(n);
+}
+
 static PyMethodDef methods[] = {
+    {"count_lines", count_lines, METH_O,
+     "count_lines(data) -> int: the number of newlines in a bytes-like object."},
     {"scan", scan, METH_VARARGS,
      "scan(data, phrases) -> dict: fast-lane batch and HTTP rows of a block of complete "
      "lines, and the text of the lines left to the polars parser."},

@@ -164,6 +164,9 @@ class Store:
         self.con = con
         self.path = path
         self._columns: dict[str, list[str]] = {}
+        self._source_ids: dict[str, int] = {}
+        """``source_id`` of paths, known within the open transaction (a file's ingest
+        asks for it with every block; a rollback may undo a new file's row)."""
 
     # -- opening ---------------------------------------------------------------------
 
@@ -299,8 +302,10 @@ class Store:
         try:
             yield
         except BaseException:
+            self._source_ids.clear()
             self.con.execute("ROLLBACK")
             raise
+        self._source_ids.clear()
         self.con.execute("COMMIT")
 
     # -- reading ---------------------------------------------------------------------
@@ -329,6 +334,11 @@ class Store:
         """The integer of the file at ``path`` in ``sources``; a file seen for the first
         time gets its row now (completed by :meth:`upsert_source` at the end of its
         transaction)."""
+        if path not in self._source_ids:
+            self._source_ids[path] = self._find_or_add_source_id(path)
+        return self._source_ids[path]
+
+    def _find_or_add_source_id(self, path: str) -> int:
         row = self.one("SELECT source_id FROM sources WHERE path = ?", [path])
         if row is not None and row[0] is not None:
             return int(row[0])
@@ -402,6 +412,7 @@ class Store:
 
     def delete_source(self, path: str) -> None:
         """Remove every row that came from ``path`` (a rewritten file is re-read whole)."""
+        self._source_ids.pop(path, None)
         row = self.one("SELECT source_id FROM sources WHERE path = ?", [path])
         if row is not None and row[0] is not None:
             self.con.execute(f"DELETE FROM run_env WHERE run_id IN (SELECT run_id FROM "
@@ -412,6 +423,8 @@ class Store:
 
     def move_source(self, old: str, new: str) -> None:
         """Re-point a moved (rotated) file's rows to its new path: one row of ``sources``."""
+        self._source_ids.pop(old, None)
+        self._source_ids.pop(new, None)
         self.con.execute("UPDATE sources SET path = ? WHERE path = ?", [new, old])
 
     def end_generation(self, source: dict[str, Any]) -> None:

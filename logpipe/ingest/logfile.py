@@ -186,7 +186,7 @@ def _prepared_blocks(fh: BinaryIO, ahead: ThreadPoolExecutor, first_line_no: int
             else min(PARSE_BLOCK_BYTES, POLARS_BLOCK_BYTES))
     for block in line_blocks(fh, size):
         pending.append((block, ahead.submit(prepare_block, block, line_no, fallback_date)))
-        line_no += block.count(b"\n")
+        line_no += fastlane.count_lines(block)
         if len(pending) > AHEAD:
             yield pending.popleft()
     while pending:
@@ -259,6 +259,11 @@ def _write_chunk(store: Store, key: str, chunk: ParsedChunk, runs: _RunBook,
     mapping = runs.ids()
 
     def with_run(frame: pl.DataFrame) -> pl.DataFrame:
+        seqs = frame["run_seq"]
+        if (frame.height and not seqs.null_count() and seqs.min() == seqs.max()
+                and seqs[0] in mapping):
+            # the usual block lies in one run: a constant, not a lookup per row
+            return frame.with_columns(pl.lit(mapping[seqs[0]], pl.String).alias("run_id"))
         return frame.with_columns(
             pl.col("run_seq").replace_strict(mapping, return_dtype=pl.String).alias("run_id")
         )

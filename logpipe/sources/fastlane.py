@@ -40,6 +40,12 @@ def enabled() -> bool:
     return AVAILABLE and os.environ.get("LOGPIPE_FASTLANE", "1") != "0"
 
 
+def count_lines(data: bytes | bytearray) -> int:
+    """The newlines in ``data``: memchr's vector loop in C where the extension is built
+    (``bytes.count`` reads a byte at a time: ~1 s per GB on the ingest's main thread)."""
+    return _fastlane.count_lines(data) if _fastlane is not None else data.count(b"\n")
+
+
 @dataclass
 class Lanes:
     """One block split between the lanes."""
