@@ -27,6 +27,7 @@ from logpipe import era as eras
 from logpipe.env import EnvDiff, RunEnv, diff
 from logpipe.pairing import KeyJudgement, Load, Side, judge, load_of
 from logpipe.query import resolve_run
+from logpipe.releases import in_range, release
 from logpipe.stats import Test, compare_proportions, compare_samples, needed_per_run
 from logpipe.steady import Warmup, steady_lines
 from logpipe.store import Store
@@ -86,9 +87,9 @@ class RunSamples:
 
 def accept_rate_definition(version: str | None, mask: int | None) -> str:
     """The meaning of ``accept rate`` for a run's release (exact, or from its era)."""
-    if version and eras.release(version) is not None:
+    if version and release(version) is not None:
         for first, last, text in ACCEPT_RATE_DEFINITIONS:
-            if eras.in_range(version, first, last):
+            if in_range(version, first, last):
                 return text
         return "not printed before 0.5.4"
     if mask is None:

@@ -38,8 +38,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from logpipe.era import in_range
 from logpipe.errors import InputError
+from logpipe.releases import in_range
 from logpipe.server_args import is_secret_key
 from logpipe.store import schemas_dir
 

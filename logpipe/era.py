@@ -9,7 +9,6 @@ as ``first–last`` of the remaining releases (``0.5.11–0.5.21``), or one rele
 from __future__ import annotations
 
 import polars as pl
-from packaging.version import InvalidVersion, Version
 
 RELEASES: tuple[str, ...] = (
     ("0.2.15",)
@@ -19,23 +18,6 @@ RELEASES: tuple[str, ...] = (
 )
 _INDEX = {v: i for i, v in enumerate(RELEASES)}
 ALL = (1 << len(RELEASES)) - 1
-
-
-def release(version: str) -> tuple[int, int, int] | None:
-    """``"0.5.10rc1"`` → ``(0, 5, 10)``: a version's release numbers (PEP 440, through
-    ``packaging``; pre-releases, dev and local parts dropped).  None when it is not one."""
-    try:
-        parts = Version(str(version).strip().lstrip("v")).release
-    except InvalidVersion:
-        return None
-    return (tuple(parts) + (0, 0, 0))[:3]  # type: ignore[return-value]
-
-
-def in_range(version: str, first: str, last: str | None) -> bool:
-    """Whether ``version`` lies in releases ``first``–``last`` (None: newest)."""
-    v, lo = release(version), release(first)
-    hi = release(last) if last else None
-    return v is not None and lo is not None and lo <= v and (hi is None or v <= hi)
 
 
 def span(first: str, last: str | None = None) -> int:

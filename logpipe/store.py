@@ -37,11 +37,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import duckdb
-import polars as pl
 
 from logpipe.errors import DatabaseError, QueryError
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # polars is imported where frames are written: an ingest of unchanged
+    import polars as pl  # files needs none
+
     from logpipe.env import RunEnv
 
 DEFAULT_DB = "logpipe.duckdb"
@@ -383,6 +384,8 @@ class Store:
                  ) -> pl.DataFrame:
         """``frame`` plus constant columns, cut to ``table``'s stored columns in their
         order; a ``source_path`` constant is stored as its ``source_id``."""
+        import polars as pl
+
         if table not in self._columns:
             schema = INTERNAL if table in STORED_TABLES else "main"
             self._columns[table] = [c for c, _ in self.columns(table, schema)]
@@ -508,6 +511,8 @@ class Store:
         self.con.execute("DELETE FROM run_env WHERE run_id IN (SELECT unnest(?))",
                          [[run_id for run_id, _, _ in envs]])
         if rows:
+            import polars as pl
+
             self.insert("run_env", pl.DataFrame(
                 rows, schema=["run_id", "key", "value", "tier", "source", "conflict"],
                 orient="row"))

@@ -15,20 +15,22 @@ modification time) is not read again.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from datetime import datetime
 from pathlib import Path
-from typing import Any, BinaryIO
-
-import polars as pl
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from logpipe.env import Entry, RunEnv, Tiers
 from logpipe.errors import InputError
 from logpipe.readers import open_binary
 from logpipe.sources import torch_trace
-from logpipe.sources.torch_trace import ROW_SCHEMAS, TraceFormatError, TraceSummary
+from logpipe.sources.torch_trace import TraceFormatError, TraceSummary
 from logpipe.store import Spool, Store
+
+if TYPE_CHECKING:  # polars is imported where rows are built: linking and unchanged
+    import polars as pl  # traces need none
 
 TRACE_TABLES = ("trace_kernels", "trace_annotations", "trace_ops")
 
@@ -50,8 +52,35 @@ class _Hashing:
         return data
 
 
+@functools.cache
+def row_schema(table: str) -> dict[str, Any]:
+    """Columns (in order) and types of the row tuples that
+    :func:`~logpipe.sources.torch_trace.read_trace` yields for ``table``."""
+    import polars as pl
+
+    return {
+        "trace_kernels": {
+            "event_no": pl.Int64, "ts_us": pl.Float64, "dur_us": pl.Float64,
+            "category": pl.String, "name": pl.String, "kernel_class": pl.String,
+            "device": pl.Int32, "stream": pl.Int64, "correlation": pl.Int64,
+            "external_id": pl.Int64, "grid": pl.String, "block": pl.String,
+            "registers": pl.Int32, "shared_memory": pl.Int64, "bytes": pl.Int64,
+            "args": pl.String},
+        "trace_annotations": {
+            "event_no": pl.Int64, "ts_us": pl.Float64, "dur_us": pl.Float64, "side": pl.String,
+            "name": pl.String, "pid": pl.String, "tid": pl.String, "external_id": pl.Int64,
+            "args": pl.String},
+        "trace_ops": {
+            "event_no": pl.Int64, "ts_us": pl.Float64, "dur_us": pl.Float64, "ph": pl.String,
+            "category": pl.String, "name": pl.String, "pid": pl.String, "tid": pl.String,
+            "correlation": pl.Int64, "external_id": pl.Int64, "args": pl.String},
+    }[table]
+
+
 def _frame(table: str, rows: list[tuple[Any, ...]], base_us: float | None) -> pl.DataFrame:
-    frame = pl.DataFrame(rows, schema=ROW_SCHEMAS[table], orient="row")
+    import polars as pl
+
+    frame = pl.DataFrame(rows, schema=row_schema(table), orient="row")
     if base_us is not None:
         ts = (pl.col("ts_us") + base_us)
     else:  # traces without a base time: epoch microseconds when they look like it
@@ -101,6 +130,8 @@ def ingest_trace(store: Store, path: Path, key: str, existing: dict[str, Any] | 
         rejects.append((summary.truncated_at, "trace ends before traceEvents is closed "
                         "(cut off while being written?)", ""))
     if rejects:
+        import polars as pl
+
         rows["rejects"] = store.insert("rejects", pl.DataFrame(
             rejects, schema={"line_no": pl.Int64, "reason": pl.String, "raw": pl.String},
             orient="row"), source_path=key)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import gzip
+import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -38,6 +41,26 @@ def test_reingest_adds_nothing(sample_db: Path, tmp_path: Path) -> None:
     assert result.count("unchanged") == len(result.files) - result.count("skipped")
     assert counts(db) == before
     assert result.rows("batches") == 0
+
+
+def test_an_unchanged_reingest_imports_no_parser(sample_db: Path, tmp_path: Path) -> None:
+    """Every kind of sample re-ingested unchanged by the CLI, in a fresh process: no parser
+    is imported (polars, numpy and pyarrow take ~0.3 s of a process's start, more than
+    the work of an unchanged re-ingest)."""
+    db = tmp_path / "copy.duckdb"
+    shutil.copy(sample_db, db)
+    out = subprocess.run([sys.executable, "-X", "importtime", "-m", "logpipe.cli", "ingest",
+                          str(SAMPLES), "--db", str(db)], capture_output=True, text=True,
+                         check=True)
+    imported = {line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines()
+                if line.startswith("import time:")}
+    assert {"duckdb", "logpipe.ingest", "logpipe.store"} <= imported
+    assert not imported & {"polars", "numpy", "pyarrow", "logpipe.sources.sglang_log",
+                           "logpipe.ingest.logfile"}
+    summary = re.search(r"(\d+) file\(s\) \((\d+) unchanged, (\d+) skipped\)", out.stdout)
+    assert summary is not None, out.stdout
+    files, unchanged, skipped = map(int, summary.groups())
+    assert unchanged > 0 and unchanged + skipped == files
 
 
 def test_appended_lines_are_added_once(tmp_path: Path, db: Path) -> None:

@@ -39,16 +39,15 @@ from logpipe import clock
 from logpipe.env import Tiers, discover
 from logpipe.errors import LogpipeError
 from logpipe.ingest.base import PARSER_VERSION, EnvOptions, FileResult, IngestResult, Progress
+from logpipe.ingest.changes import same_stat
 from logpipe.ingest.environment import attach_env, environment_key
 from logpipe.ingest.linking import link_records, mark_duplicate_benchmarks
-from logpipe.ingest.logfile import ingest_log
-from logpipe.ingest.records import ingest_records, ingest_trace
 from logpipe.ingest.walk import run_base_name, walk
 from logpipe.readers import read_head
 from logpipe.sources import HEAD_BYTES, bench, detect, torch_trace
-from logpipe.sources.sglang_log import NAME as SGLANG
-from logpipe.sources.sglang_log import SOURCE as SGLANG_SOURCE
-from logpipe.sources.sglang_log import sniff as sglang_sniff
+from logpipe.sources.sglang_kind import NAME as SGLANG
+from logpipe.sources.sglang_kind import SOURCE as SGLANG_SOURCE
+from logpipe.sources.sglang_kind import sniff as sglang_sniff
 from logpipe.store import Store
 from logpipe.traces import apply_trace_env
 
@@ -135,20 +134,30 @@ def _ingest_file(store: Store, path: Path, root: Path, options: EnvOptions,
     try:
         with store.transaction():
             if source.name == SGLANG:
-                res = ingest_log(store, path, key, source.name, head, progress,
-                                  options.keep_request_text, options.replace)
+                known = store.source(key)
+                if same_stat(known, path.stat()):  # not re-read: the parser is not imported
+                    res = FileResult(key, "unchanged", kind=source.name)
+                else:
+                    from logpipe.ingest.logfile import ingest_log
+
+                    res = ingest_log(store, path, key, source.name, head, progress,
+                                     options.keep_request_text, options.replace)
+                    known = store.source(key) if res.status == "unchanged" else None
                 if res.status not in ("duplicate", "changed"):
                     manifests = discover(path, root)
                     env_key = environment_key(manifests, options)
-                    known = store.source(key) if res.status == "unchanged" else None
                     if known is None or known.get("env_key") != env_key:
                         attach_env(store, key, manifests, options)
                         store.set_env_key(key, env_key)
             elif source.name == torch_trace.SOURCE.name:
+                from logpipe.ingest.records import ingest_trace
+
                 res = ingest_trace(store, path, key, options)
                 if progress:
                     progress(path.stat().st_size)
             else:
+                from logpipe.ingest.records import ingest_records
+
                 res = ingest_records(store, path, key, source.name, options)
                 if progress:
                     progress(path.stat().st_size)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,14 @@ from logpipe.store import Store
 
 HEAD_HASH_BYTES = 4096
 TAIL_HASH_BYTES = 1 << 20
+
+
+def same_stat(known: dict[str, Any] | None, stat: os.stat_result) -> bool:
+    """A server log whose size and mtime are those of its ``sources`` row, on the same
+    inode where the row has one: unchanged, not re-read."""
+    return (known is not None and known["size_bytes"] == stat.st_size
+            and known["mtime"] == datetime.fromtimestamp(stat.st_mtime)
+            and known.get("inode") in (None, stat.st_ino))
 
 
 def window_sha(path: Path, end: int, size: int) -> str | None:

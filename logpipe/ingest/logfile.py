@@ -19,7 +19,12 @@ import polars as pl
 
 from logpipe import era, summaries
 from logpipe.ingest.base import IN_LOG, PARSER_VERSION, FileResult, Progress
-from logpipe.ingest.changes import HEAD_HASH_BYTES, TAIL_HASH_BYTES, decide, window_sha
+from logpipe.ingest.changes import (
+    HEAD_HASH_BYTES,
+    TAIL_HASH_BYTES,
+    decide,
+    window_sha,
+)
 from logpipe.ingest.walk import run_base_name
 from logpipe.readers import line_blocks, open_binary, skip_to
 from logpipe.server_args import redact, redact_text
@@ -48,13 +53,10 @@ at 32 MB), and its per-line cost dwarfs the per-block one."""
 def ingest_log(store: Store, path: Path, key: str, kind: str, head: bytes,
                 progress: Progress | None, keep_text: bool = False,
                 replace: bool = False) -> FileResult:
+    """Read what is new in a server log, one transaction (the caller's); the caller has
+    seen that its size, mtime or inode is not what its ``sources`` row says."""
     stat = path.stat()
     head_sha = hashlib.sha256(head[:HEAD_HASH_BYTES]).hexdigest()
-    known = store.source(key)
-    if (known is not None and known["size_bytes"] == stat.st_size
-            and known["mtime"] == datetime.fromtimestamp(stat.st_mtime)
-            and known.get("inode") in (None, stat.st_ino)):
-        return FileResult(key, "unchanged", kind=kind)  # same size and mtime: not re-read
     status, existing, detail = decide(store, path, key, stat, head_sha, replace)
     if status in ("duplicate", "changed"):
         return FileResult(key, status, kind=kind, detail=detail)

@@ -6,8 +6,6 @@ import hashlib
 from datetime import datetime
 from pathlib import Path
 
-import polars as pl
-
 from logpipe.ingest.base import PARSER_VERSION, EnvOptions, FileResult
 from logpipe.ingest.changes import HEAD_HASH_BYTES, TAIL_HASH_BYTES
 from logpipe.readers import open_binary
@@ -31,6 +29,8 @@ def ingest_records(store: Store, path: Path, key: str, kind: str,
         explicit = resolve_run(store, options.bench_run)
     if existing is not None and existing["sha256"] == sha and explicit is None:
         return FileResult(key, "unchanged", kind=kind)
+    import polars as pl  # (here: an unchanged file needs none)
+
     status = "new" if existing is None else "rewritten"
     if existing is not None:
         store.delete_source(key)

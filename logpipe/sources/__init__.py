@@ -56,5 +56,6 @@ def _load_builtins() -> None:
         bench,
         phases,
         request_metrics,
-        sglang_log,
+        sglang_kind,
+        torch_trace,
     )

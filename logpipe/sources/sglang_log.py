@@ -18,7 +18,6 @@ noise, and exactly one of these; nothing raises on bad input.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -28,9 +27,10 @@ import polars as pl
 
 from logpipe import era
 from logpipe.server_args import parse_server_args, redact_text
-from logpipe.sources import Source, fastlane, register
+from logpipe.sources import fastlane
 from logpipe.sources.sglang_batches import COLUMNS, parse_batches
 from logpipe.sources.sglang_events import ERROR_START, classify, event_attrs, parse_http
+from logpipe.sources.sglang_kind import NAME, SOURCE, sniff  # noqa: F401  (re-exported)
 from logpipe.sources.sglang_prefix import (
     OUTER_TS_RE,
     PID_RE,
@@ -40,48 +40,11 @@ from logpipe.sources.sglang_prefix import (
 )
 from logpipe.sources.sglang_records import is_record, parse_records
 
-NAME = "sglang_server_log"
 RECORD_LIKE_RE = r"(?i)(?:prefill|decode) batch|throughput"
 """What a line that may hold a measurement says: ingest counts such lines it did not read,
 and ``logpipe doctor`` lists them."""
 RAW_LIMIT = 2000
 MESSAGE_LIMIT = 100_000
-
-# A marker counts only where a message starts: at the line start (after indentation),
-# after SGLang's "] " or after a logging prefix's ": ".  Prose mentioning the words does not.
-_SNIFF_RE = re.compile(
-    r"(?:^[ \t]*|\] |: )"
-    r"(?:(?:Prefill|Decode) batch(?:[.,(]| ?\[\d)"
-    r"|server_args\s*=\s*(?:ServerArgs\(|\{)"
-    r"|The server is fired up and ready to roll"
-    r"|Load weight begin\. avail mem="
-    r"|KV Cache is allocated\."
-    r"|Capture cuda graph begin\.)",
-    re.MULTILINE,
-)
-
-
-def sniff(head: str) -> bool:
-    """True when the head of a file shows SGLang server-log lines."""
-    return _SNIFF_RE.search(head) is not None
-
-
-SOURCE = register(
-    Source(
-        name=NAME,
-        description="SGLang server log (launch_server / Engine output), any release",
-        sniff=sniff,
-        samples=(
-            "eras/v0.2.15.log",
-            "eras/v0.4.5.log",
-            "eras/v0.5.10.log",
-            "eras/v0.5.23.log",
-            "mission/baseline-untuned/server.log",
-        ),
-        specificity=10,
-    )
-)
-
 
 @dataclass
 class LogState:

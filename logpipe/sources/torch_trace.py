@@ -25,8 +25,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, BinaryIO
 
-import polars as pl
-
 from logpipe.sources import Source, register
 
 CHUNK_CHARS = 1 << 20
@@ -289,24 +287,6 @@ class TraceBatch:
         return len(self.kernels) + len(self.annotations) + len(self.ops)
 
 
-ROW_SCHEMAS: dict[str, dict[str, Any]] = {
-    "trace_kernels": {
-        "event_no": pl.Int64, "ts_us": pl.Float64, "dur_us": pl.Float64,
-        "category": pl.String, "name": pl.String, "kernel_class": pl.String,
-        "device": pl.Int32, "stream": pl.Int64, "correlation": pl.Int64,
-        "external_id": pl.Int64, "grid": pl.String, "block": pl.String,
-        "registers": pl.Int32, "shared_memory": pl.Int64, "bytes": pl.Int64,
-        "args": pl.String},
-    "trace_annotations": {
-        "event_no": pl.Int64, "ts_us": pl.Float64, "dur_us": pl.Float64, "side": pl.String,
-        "name": pl.String, "pid": pl.String, "tid": pl.String, "external_id": pl.Int64,
-        "args": pl.String},
-    "trace_ops": {
-        "event_no": pl.Int64, "ts_us": pl.Float64, "dur_us": pl.Float64, "ph": pl.String,
-        "category": pl.String, "name": pl.String, "pid": pl.String, "tid": pl.String,
-        "correlation": pl.Int64, "external_id": pl.Int64, "args": pl.String},
-}
-"""Columns (in order) and types of the row tuples :func:`read_trace` yields, per table."""
 
 
 @dataclass
