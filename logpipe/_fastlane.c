@@ -10,9 +10,11 @@
  * before.  The rows produced here are, by construction and by test, the rows that parser
  * would produce for the same lines (logpipe/sources/fastlane.py holds the contract).
  *
- * A fast line immediately followed by a slow line (and the block's last line, if fast) is
- * also copied to the slow text and flagged keep=0 here, so the slow parser sees every
- * line that ends a traceback or carries state across blocks.
+ * A fast line immediately followed by a slow line is also copied to the slow text and
+ * flagged keep=0 here, so the slow parser sees the line each of its lines follows (a
+ * traceback's end, the leader of a continuation).  A block's last line, when fast, is not:
+ * the Python side carries the state past it (logpipe/sources/sglang_log.py), and a block
+ * of fast lines only leaves the slow parser nothing to do.
  *
  * scan(data: bytes, phrases: tuple[bytes, ...]) returns a dict of raw column buffers; the
  * Python side wraps them as Arrow arrays without copying.
@@ -864,11 +866,6 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         idx++;
         s = next;
     }
-    /* the last line carries the state forward: the slow parser reads it too */
-    if (!failed && prev_lane && hand_on(prev_lane == 1 ? &bc[B_KEEP].data.p[nb - 1]
-                                        : &hc[H_KEEP].data.p[nh - 1], &slow_idx,
-                                        &slow, idx - 1, prev_s, prev_e))
-        failed = 1;
     lines = idx;
     col_rows(bc, NB, nb);
     col_rows(hc, NH, nh);

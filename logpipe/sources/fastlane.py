@@ -59,6 +59,13 @@ class Lanes:
     slow_line_nos: np.ndarray
     data: bytes | bytearray
     """The block (messages of representative lines are read from it)."""
+    last_line_no: int
+    """The number of the block's last line."""
+
+    @property
+    def ends_fast(self) -> bool:
+        """The block's last line is a fast row (the slow lines do not reach it)."""
+        return not (len(self.slow_line_nos) and self.slow_line_nos[-1] == self.last_line_no)
 
 
 NO_STAMP = 16
@@ -156,7 +163,7 @@ def split_block(data: bytes | bytearray, first_line_no: int, fallback_date: str)
     )
     slow = out["slow"].decode("utf-8", errors="replace")
     nos = np.frombuffer(out["slow_idx"], dtype=np.int64) + first_line_no
-    return Lanes(batches, http, slow, nos, data)
+    return Lanes(batches, http, slow, nos, data, first_line_no + out["lines"] - 1)
 
 
 def time_only(lanes: Lanes) -> pl.DataFrame:

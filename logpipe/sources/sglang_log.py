@@ -117,21 +117,30 @@ def _roll_days(df: pl.DataFrame, state: LogState, fast: pl.DataFrame | None = No
         "line_no", secs.alias("s"))
     if fast is not None and fast.height:
         only = pl.concat([only, fast.select("line_no", "s")]).sort("line_no")
-    if only.height == 0:  # no time-only stamps (or none that is a valid time)
+    days = _day_numbers(only, state)
+    if days is None:
         return df, None
-    prev = only["s"].shift(1, fill_value=state.prev_time_s if state.prev_time_s is not None
-                           else only["s"][0])
-    only = only.with_columns(((pl.col("s") < prev - 43200).cast(pl.Int64).cum_sum()
-                              + state.day_offset).alias("days"))
-    state.prev_time_s = float(only["s"][-1])
-    state.day_offset = int(only["days"][-1])
-    days = only.select("line_no", "days")
     return df.join(days, on="line_no", how="left", maintain_order="left").with_columns(
         pl.when(pl.col("days").is_not_null())
         .then(pl.col("ts") + pl.duration(days=pl.col("days")))
         .otherwise(pl.col("ts"))
         .alias("ts")
     ).drop("days"), days
+
+
+def _day_numbers(only: pl.DataFrame, state: LogState) -> pl.DataFrame | None:
+    """``(line_no, days)`` of time-only stamps (``line_no``, ``s``: seconds of day, in line
+    order): a day more each time the clock runs backwards by > 12 h.  None: there are none
+    (or none that is a valid time)."""
+    if only.height == 0:
+        return None
+    prev = only["s"].shift(1, fill_value=state.prev_time_s if state.prev_time_s is not None
+                           else only["s"][0])
+    only = only.with_columns(((pl.col("s") < prev - 43200).cast(pl.Int64).cum_sum()
+                              + state.day_offset).alias("days"))
+    state.prev_time_s = float(only["s"][-1])
+    state.day_offset = int(only["days"][-1])
+    return only.select("line_no", "days")
 
 
 @dataclass
@@ -171,10 +180,21 @@ def prepare_block(data: bytes | bytearray, first_line_no: int, fallback_date: st
         return prepare_chunk(data.decode("utf-8", errors="replace"), first_line_no,
                              fallback_date)
     lanes = fastlane.split_block(data, first_line_no, fallback_date)
+    if not lanes.slow_text:  # the usual block of a long log: nothing for the slow parser
+        none = pl.DataFrame()
+        return PreparedChunk(none, none, none, none, fast=lanes)
     prepared = prepare_chunk(lanes.slow_text, first_line_no, fallback_date,
                              line_nos=lanes.slow_line_nos)
     prepared.fast = lanes
     return prepared
+
+
+BATCH_COLUMNS = ("run_seq", "line_no", "ts", "ts_raw", "kind", "dp_rank", "tp_rank",
+                 "pp_rank", "ep_rank", "rank_tag", "forward_iter", "mixed_chunk", *COLUMNS,
+                 "extra")
+"""The columns of a parsed block's ``batches``, in order."""
+HTTP_COLUMNS = ("run_seq", "line_no", "ts", "client", "method", "path", "protocol", "status",
+                "status_text")
 
 
 def parse_chunk(text: str, first_line_no: int, state: LogState, fallback_date: str,
@@ -191,6 +211,8 @@ def finish_chunk(prepared: PreparedChunk, state: LogState, keep_text: bool = Fal
                  ) -> ParsedChunk:
     """The part of parsing that follows the file: day roll-over of time-only stamps, the
     run each line belongs to, tracebacks continued across blocks.  Updates ``state``."""
+    if prepared.fast is not None and not prepared.fast.slow_text:
+        return _finish_fast_only(prepared.fast, state)
     fast_times = fastlane.time_only(prepared.fast) if prepared.fast is not None else None
     df, days = _roll_days(prepared.lines, state, fast_times)
     batches, rejects, http = prepared.batches, prepared.rejects, prepared.http
@@ -292,13 +314,9 @@ def finish_chunk(prepared: PreparedChunk, state: LogState, keep_text: bool = Fal
     line_facts = df.select("row", "line_no", "ts", "ts_raw", "run_seq", "dp_rank", "tp_rank",
                            "pp_rank", "ep_rank", pl.col("ranks").alias("rank_tag"))
     batches = line_facts.join(batches, on="row", how="inner", maintain_order="left").select(
-        "run_seq", "line_no", "ts", "ts_raw", "kind", "dp_rank", "tp_rank", "pp_rank",
-        "ep_rank", "rank_tag", "forward_iter", "mixed_chunk", *COLUMNS, "extra",
-    )
+        BATCH_COLUMNS)
     http = line_facts.join(http, on="row", how="inner", maintain_order="left").select(
-        "run_seq", "line_no", "ts", "client", "method", "path", "protocol", "status",
-        "status_text",
-    )
+        HTTP_COLUMNS)
     rejects = df.join(
         pl.concat([rejects.select("row", "reason"), record_rejects.select("row", "reason")]),
         on="row", how="inner", maintain_order="left").select(
@@ -337,6 +355,8 @@ def finish_chunk(prepared: PreparedChunk, state: LogState, keep_text: bool = Fal
                 if last_leader["event_kind"][0] == "error" else None
             )
         state.lines = int(last["line_no"][0])
+    if prepared.fast is not None and prepared.fast.ends_fast:
+        _past_fast_end(state, prepared.fast)
     return ParsedChunk(batches=batches, events=events, http=http, rejects=rejects, runs=runs,
                        launches=launches, continuation=continuation, noise=noise,
                        requests=requests, phases=phase_rows, prefixes=prefixes,
@@ -403,16 +423,48 @@ def outer_prefixes(lines: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _merge_fast(lanes: fastlane.Lanes, df: pl.DataFrame, days: pl.DataFrame | None,
-                run_before: int, batches: pl.DataFrame, http: pl.DataFrame,
-                runs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+def _finish_fast_only(lanes: fastlane.Lanes, state: LogState) -> ParsedChunk:
+    """:func:`finish_chunk` of a block whose every line the fast lane read (the usual block
+    of a long log): no launch, event, record or continuation is in it, so its rows are in
+    the run the block began in, and the slow parser's tables stay empty."""
+    days = _day_numbers(fastlane.time_only(lanes), state)
+    batches, http, runs = _merge_fast(lanes, None, days, state.run_seq, None, None, None)
+    _past_fast_end(state, lanes)
+    empty = _no_slow_rows()
+    return ParsedChunk(batches=batches, events=empty["events"], http=http,
+                       rejects=empty["rejects"], runs=runs, requests=empty["requests"],
+                       phases=empty["phases"], prefixes=empty["prefixes"])
+
+
+def _past_fast_end(state: LogState, lanes: fastlane.Lanes) -> None:
+    """The block ends with fast rows, which the slow lines do not reach: the file is read
+    to its last line, and no traceback is open past it (a fast row is a leader and no
+    error).  The run does not change (launch lines are always slow)."""
+    state.lines = lanes.last_line_no
+    state.open_error_line = None
+
+
+@lru_cache(maxsize=1)
+def _no_slow_rows() -> dict[str, pl.DataFrame]:
+    """The slow parser's tables of a block with none of its lines: empty, typed as it types
+    them (found once, by parsing one empty line)."""
+    chunk = finish_chunk(prepare_chunk("\n", 1, "2000-01-01"), LogState())
+    return {name: getattr(chunk, name).clear()
+            for name in ("events", "rejects", "requests", "phases", "prefixes")}
+
+
+def _merge_fast(lanes: fastlane.Lanes, df: pl.DataFrame | None, days: pl.DataFrame | None,
+                run_before: int, batches: pl.DataFrame | None, http: pl.DataFrame | None,
+                runs: pl.DataFrame | None
+                ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Add the fast lane's rows: each takes the run of the slow line before it (launch
     lines are always slow), time-only stamps their midnight roll-over, and their era
-    features and time span join the runs."""
-    anchors = df.select("line_no", "run_seq")
+    features and time span join the runs.  ``df``, ``batches``, ``http`` and ``runs``
+    None: the slow parser had no line of the block."""
+    anchors = df.select("line_no", "run_seq") if df is not None else None
     # the usual block starts no launch: every fast row is in the run the block began in
-    one_run = anchors.height == 0 or (anchors["run_seq"].min() == run_before
-                                      and anchors["run_seq"].max() == run_before)
+    one_run = anchors is None or anchors.height == 0 or (
+        anchors["run_seq"].min() == run_before and anchors["run_seq"].max() == run_before)
 
     def with_runs(frame: pl.DataFrame) -> pl.DataFrame:
         if days is not None:
@@ -420,7 +472,7 @@ def _merge_fast(lanes: fastlane.Lanes, df: pl.DataFrame, days: pl.DataFrame | No
             frame = frame.with_columns(
                 (pl.col("ts") + pl.duration(days=pl.col("days").fill_null(0)))
                 .alias("ts")).drop("days")
-        if one_run:
+        if one_run or anchors is None:
             return frame.with_columns(pl.lit(run_before, dtype=pl.Int64).alias("run_seq"))
         return frame.join_asof(anchors, on="line_no", strategy="backward").with_columns(
             pl.col("run_seq").fill_null(run_before))
@@ -428,26 +480,30 @@ def _merge_fast(lanes: fastlane.Lanes, df: pl.DataFrame, days: pl.DataFrame | No
     fb, fh = with_runs(lanes.batches), with_runs(lanes.http)
     reps = pl.concat([fastlane.representatives(fb, lanes.data, bkind=True),
                       fastlane.representatives(fh, lanes.data, bkind=False)])
-    if reps.height:
+    if reps.height or runs is None:
         span = pl.concat([fb.select("run_seq", "ts", "line_no"),
                           fh.select("run_seq", "ts", "line_no")]).group_by("run_seq").agg(
             pl.col("ts").min().alias("first_ts"), pl.col("ts").max().alias("last_ts"),
             pl.lit(False).alias("profiled"), pl.col("line_no").min().alias("first_line"))
         fast_runs = era.feature_flags(reps, "run_seq").join(span, on="run_seq")
-        names = [name for name, _, _ in era.FEATURES]
-        runs = pl.concat([runs, fast_runs.select(runs.columns)]).group_by(
-            "run_seq", maintain_order=True).agg(
-            *[pl.col(n).any() for n in names],
-            pl.col("first_ts").min(), pl.col("last_ts").max(), pl.col("profiled").any(),
-            pl.col("first_line").min(),
-        ).select(runs.columns).sort("run_seq")
-    return _merged(batches, fb), _merged(http, fh), runs
+        if runs is None:
+            runs = fast_runs.sort("run_seq")
+        else:
+            names = [name for name, _, _ in era.FEATURES]
+            runs = pl.concat([runs, fast_runs.select(runs.columns)]).group_by(
+                "run_seq", maintain_order=True).agg(
+                *[pl.col(n).any() for n in names],
+                pl.col("first_ts").min(), pl.col("last_ts").max(), pl.col("profiled").any(),
+                pl.col("first_line").min(),
+            ).select(runs.columns).sort("run_seq")
+    return _merged(batches, fb, BATCH_COLUMNS), _merged(http, fh, HTTP_COLUMNS), runs
 
 
-def _merged(slow: pl.DataFrame, fast: pl.DataFrame) -> pl.DataFrame:
+def _merged(slow: pl.DataFrame | None, fast: pl.DataFrame, columns: tuple[str, ...]
+            ) -> pl.DataFrame:
     """Both lanes' rows of one table: the slow lane's, then the fast lane's (rows are
     stored unordered; every reader orders by ``line_no``)."""
-    fast = fast.select(slow.columns)
-    if slow.height == 0:
+    fast = fast.select(columns)
+    if slow is None or slow.height == 0:
         return fast
     return pl.concat([slow, fast], rechunk=False)
