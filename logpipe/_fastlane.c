@@ -342,6 +342,7 @@ typedef struct {
     int32_t rank[4];               /* DP, TP, PP, EP */
     int rank_ok[4];
     const char *msg;
+    const char *clock, *clock_end; /* a time-only stamp's text (ts_raw); NULL when dated */
 } prefix_t;
 
 #define NO_STAMP 16
@@ -375,6 +376,8 @@ static int parse_prefix(const char *s, const char *e, prefix_t *p) {
         for (int k = nd; k < 6; k++) frac *= 10;
     }
     p->stamp = dated | nd << 1;
+    p->clock = dated ? NULL : t0;
+    p->clock_end = q;
     p->ts_us = ((day * 86400 + h * 3600 + mi * 60 + se) * 1000000) + frac;
     for (int k = 0; k < 4; k++) p->rank_ok[k] = 0;
     const char *rs = q;
@@ -635,27 +638,27 @@ static int parse_http(const char *msg, const char *e, http_t *h) {
 
 /* ---------------------------------------------------------------- the scan */
 
-enum { B_IDX, B_TS, B_MS, B_RANKTAG, B_DP, B_TP, B_PP, B_EP, B_KIND, B_ITER, B_MIXED,
+enum { B_IDX, B_TS, B_MS, B_RANKTAG, B_TSRAW, B_DP, B_TP, B_PP, B_EP, B_KIND, B_ITER, B_MIXED,
        B_NEW_SEQ, B_NEW_TOKEN, B_CACHED, B_RUNNING, B_QUEUE, B_TOKEN, B_USAGE, B_GRAPH,
        B_GRAPH_LABEL, B_GEN, B_INPUT, B_ACCEPT_LEN, B_ACCEPT_RATE, B_EXTRA, B_SHAPE,
        B_MSG_OFF, B_MSG_LEN, B_KEEP, NB };
 static const char *B_NAMES[NB] = {
-    "idx", "ts", "stamp", "rank_tag", "dp_rank", "tp_rank", "pp_rank", "ep_rank",
+    "idx", "ts", "stamp", "rank_tag", "ts_raw", "dp_rank", "tp_rank", "pp_rank", "ep_rank",
     "kind", "forward_iter", "mixed_chunk", "new_seq", "new_token", "cached_token",
     "running_req", "queue_req", "num_token", "token_usage", "cuda_graph", "graph_label",
     "gen_throughput", "input_throughput", "accept_len", "accept_rate", "extra", "shape",
     "msg_off", "msg_len", "keep"};
 static const int B_TYPES[NB] = {
-    C_I64, C_I64, C_U8, C_STR, C_I32, C_I32, C_I32, C_I32, C_U8, C_I64, C_U8, C_I64, C_I64,
+    C_I64, C_I64, C_U8, C_STR, C_STR, C_I32, C_I32, C_I32, C_I32, C_U8, C_I64, C_U8, C_I64, C_I64,
     C_I64, C_I64, C_I64, C_I64, C_F64, C_U8, C_STR, C_F64, C_F64, C_F64, C_F64, C_STR, C_I64,
     C_I64, C_I64, C_U8};
 
-enum { H_IDX, H_TS, H_MS, H_RANKTAG, H_CLIENT, H_METHOD, H_PATH, H_PROTO, H_STATUS,
+enum { H_IDX, H_TS, H_MS, H_RANKTAG, H_TSRAW, H_CLIENT, H_METHOD, H_PATH, H_PROTO, H_STATUS,
        H_TEXT, H_SHAPE, H_MSG_OFF, H_MSG_LEN, H_KEEP, NH };
 static const char *H_NAMES[NH] = {
-    "idx", "ts", "stamp", "rank_tag", "client", "method", "path", "protocol", "status",
+    "idx", "ts", "stamp", "rank_tag", "ts_raw", "client", "method", "path", "protocol", "status",
     "status_text", "shape", "msg_off", "msg_len", "keep"};
-static const int H_TYPES[NH] = {C_I64, C_I64, C_U8, C_STR, C_STR, C_STR, C_STR, C_STR,
+static const int H_TYPES[NH] = {C_I64, C_I64, C_U8, C_STR, C_STR, C_STR, C_STR, C_STR, C_STR,
                                 C_I32, C_STR, C_I64, C_I64, C_I64, C_U8};
 
 static const int CANON_COL[N_CANON] = {B_NEW_SEQ, B_NEW_TOKEN, B_CACHED, B_RUNNING, B_QUEUE,
@@ -672,12 +675,15 @@ static uint64_t prefix_shape(const prefix_t *p) {
     return h;
 }
 
-/* The columns every fast row starts with: idx, ts, stamp, rank_tag */
+/* The columns every fast row starts with: idx, ts, stamp, rank_tag, ts_raw (the text of a
+ * time-only stamp, as the line has it: the slow parser keeps it so) */
 static int put_head(col_t *c, size_t row, int64_t idx, const prefix_t *p) {
     int r = put_i64(&c[0], row, idx, 1);
     r |= put_i64(&c[1], row, p->ts_us, 1);
     r |= put_u8(&c[2], row, (uint8_t)p->stamp, 1);
     r |= put_str(&c[3], row, p->ranks, (size_t)(p->ranks_end - p->ranks), p->ranks_end > p->ranks);
+    r |= put_str(&c[4], row, p->clock, p->clock ? (size_t)(p->clock_end - p->clock) : 0,
+                 p->clock != NULL);
     return r;
 }
 
@@ -693,7 +699,7 @@ static int put_tail(col_t *c, size_t row, const prefix_t *p, const char *data,
 
 static int emit_batch(col_t *c, size_t row, int64_t idx, const prefix_t *p, const batch_t *b,
                       const char *data, const char *msg, const char *e) {
-    int r = put_head(c, row, idx, p);  /* B_IDX .. B_RANKTAG */
+    int r = put_head(c, row, idx, p);  /* B_IDX .. B_TSRAW */
     for (int k = 0; k < 4; k++)
         r |= put_i32(&c[B_DP + k], row, p->rank[k] * p->rank_ok[k], p->rank_ok[k]);
     r |= put_u8(&c[B_KIND], row, (uint8_t)b->kind, 1);
@@ -718,7 +724,7 @@ static int emit_batch(col_t *c, size_t row, int64_t idx, const prefix_t *p, cons
 
 static int emit_http(col_t *c, size_t row, int64_t idx, const prefix_t *p, const http_t *h,
                      const char *data, const char *msg, const char *e) {
-    int r = put_head(c, row, idx, p);  /* H_IDX .. H_RANKTAG */
+    int r = put_head(c, row, idx, p);  /* H_IDX .. H_TSRAW */
     r |= put_str(&c[H_CLIENT], row, h->client, (size_t)(h->client_end - h->client), 1);
     r |= put_str(&c[H_METHOD], row, h->method, (size_t)(h->method_end - h->method), 1);
     r |= put_str(&c[H_PATH], row, h->path, (size_t)(h->path_end - h->path), 1);

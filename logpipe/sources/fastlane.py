@@ -92,6 +92,14 @@ def _table(cols: dict[str, tuple[bytes, bytes, bytes | None]], kinds: dict[str, 
     return pl.from_arrow(pa.table(arrays))  # type: ignore[return-value]
 
 
+def _kept(cols: dict[str, tuple[bytes, bytes, bytes | None]], kinds: dict[str, str]
+          ) -> pl.DataFrame:
+    """The rows of one table the fast lane keeps (a row whose line it also handed on to the
+    slow parser is not kept; most blocks have none, and then nothing is copied)."""
+    table = _table(cols, kinds)
+    return table.filter(pl.col("keep") == 1) if b"\x00" in cols["keep"][0] else table
+
+
 _BATCH_KINDS = {
     "idx": "i64", "ts": "i64", "stamp": "u8", "dp_rank": "i32", "tp_rank": "i32",
     "pp_rank": "i32", "ep_rank": "i32", "kind": "u8", "forward_iter": "i64",
@@ -105,35 +113,36 @@ _HTTP_KINDS = {"idx": "i64", "ts": "i64", "stamp": "u8", "status": "i32",
                "shape": "i64", "msg_off": "i64", "msg_len": "i64", "keep": "u8"}
 
 
-def _stamp_columns(fallback_date: str, all_dated: bool) -> list[pl.Expr]:
+def _stamp_columns(fallback_date: str, time_only: bool) -> list[pl.Expr]:
     """``ts``, ``ts_raw``, ``tod_s`` and the stamp flags of fast rows.  A time-only stamp
-    takes ``fallback_date`` here; the midnight roll-over is added by the caller."""
+    takes ``fallback_date`` here; the midnight roll-over is added by the caller.
+    ``time_only`` False: no row has a time-only stamp (each is dated or has none).
+    ``ts_raw``, a time-only stamp's text, comes from the scan."""
     stamped = pl.col("stamp") != NO_STAMP
     dated = (pl.col("stamp") % 2) == 1
     digits = pl.col("stamp") // 2
-    if all_dated:  # the usual case: nothing to format
-        return [pl.col("ts").cast(pl.Datetime("us")), pl.lit(None, pl.String).alias("ts_raw"),
-                pl.lit(None, pl.Float64).alias("tod_s"), (digits > 0).alias("ms_present"),
-                pl.lit(True).alias("dated"), pl.lit(True).alias("stamped")]
+    flags = [(stamped & (digits > 0)).alias("ms_present"), dated.alias("dated"),
+             stamped.alias("stamped")]
+    if not time_only:  # the usual case
+        return [pl.when(stamped).then(pl.col("ts")).cast(pl.Datetime("us")).alias("ts"),
+                pl.col("ts_raw"), pl.lit(None, pl.Float64).alias("tod_s"), *flags]
     tod = pl.col("ts") % 86_400_000_000
     base = int(pl.Series([fallback_date]).str.to_datetime("%Y-%m-%d", time_unit="us")
                .cast(pl.Int64)[0])
-    frac = (tod % 1_000_000 // pl.lit(10).pow(6 - digits.cast(pl.Int64))).cast(pl.String)
-    clock = pl.format("{}:{}:{}",
-                      (tod // 3_600_000_000).cast(pl.String).str.zfill(2),
-                      (tod // 60_000_000 % 60).cast(pl.String).str.zfill(2),
-                      (tod // 1_000_000 % 60).cast(pl.String).str.zfill(2))
     return [
         pl.when(dated).then(pl.col("ts")).when(stamped).then(pl.col("ts") + base)
         .cast(pl.Datetime("us")).alias("ts"),
-        pl.when(dated | ~stamped).then(pl.lit(None, pl.String))
-        .when(digits == 0).then(clock)
-        .otherwise(pl.concat_str([clock, pl.lit("."), frac.str.zfill(digits)]))
-        .alias("ts_raw"),
+        pl.col("ts_raw"),
         pl.when(~dated & stamped).then((tod // 1_000_000).cast(pl.Float64)).alias("tod_s"),
-        (stamped & (digits > 0)).alias("ms_present"), dated.alias("dated"),
-        stamped.alias("stamped"),
+        *flags,
     ]
+
+
+def _any_time_only(cols: dict[str, tuple[bytes, bytes, bytes | None]]) -> bool:
+    """Whether a row of the table (kept or not) has a time-only stamp (its date and
+    seconds of day are computed then; dated rows, and rows without a stamp, need none)."""
+    stamp = np.frombuffer(cols["stamp"][0], dtype=np.uint8)
+    return bool((((stamp & 1) == 0) & (stamp != NO_STAMP)).any())
 
 
 def split_block(data: bytes | bytearray, first_line_no: int, fallback_date: str) -> Lanes:
@@ -141,11 +150,8 @@ def split_block(data: bytes | bytearray, first_line_no: int, fallback_date: str)
     assert _fastlane is not None
     out: dict[str, Any] = _fastlane.scan(data, _PHRASES)
     line_no = (pl.col("idx") + first_line_no).alias("line_no")
-    fb = _table(out["batch"], _BATCH_KINDS).filter(pl.col("keep") == 1)
-    fh = _table(out["http"], _HTTP_KINDS).filter(pl.col("keep") == 1)
-    all_dated = all(f.select((pl.col("stamp") % 2 == 1).all()).item() is not False
-                    for f in (fb, fh))
-    stamp = _stamp_columns(fallback_date, all_dated)
+    fb, fh = _kept(out["batch"], _BATCH_KINDS), _kept(out["http"], _HTTP_KINDS)
+    stamp = _stamp_columns(fallback_date, _any_time_only(out["batch"]))
     batches = fb.select(
         line_no, *stamp[:2],
         pl.when(pl.col("kind") == 1).then(pl.lit("decode")).otherwise(pl.lit("prefill"))
@@ -157,6 +163,7 @@ def split_block(data: bytes | bytearray, first_line_no: int, fallback_date: str)
         "gen_throughput", "input_throughput", "accept_len", "accept_rate", "extra",
         "shape", "msg_off", "msg_len", *stamp[2:],
     )
+    stamp = _stamp_columns(fallback_date, _any_time_only(out["http"]))
     http = fh.select(
         line_no, *stamp[:2], "client", "method", "path", "protocol",
         "status", "status_text", "shape", "msg_off", "msg_len", "rank_tag", *stamp[2:],
