@@ -466,12 +466,23 @@ def _merge_fast(lanes: fastlane.Lanes, df: pl.DataFrame | None, days: pl.DataFra
     one_run = anchors is None or anchors.height == 0 or (
         anchors["run_seq"].min() == run_before and anchors["run_seq"].max() == run_before)
 
+    # the usual block with time-only stamps does not cross midnight: one day for all
+    day, same_day = 0, True
+    if days is not None:
+        first, last = days.select(pl.col("days").min().alias("first"),
+                                  pl.col("days").max().alias("last")).row(0)
+        day, same_day = int(first), first == last
+
     def with_runs(frame: pl.DataFrame) -> pl.DataFrame:
-        if days is not None:
+        if days is not None and not same_day:
             frame = frame.join(days, on="line_no", how="left", maintain_order="left")
             frame = frame.with_columns(
                 (pl.col("ts") + pl.duration(days=pl.col("days").fill_null(0)))
                 .alias("ts")).drop("days")
+        elif day:  # (``days`` numbers exactly the time-only rows of both lanes)
+            frame = frame.with_columns(
+                pl.when(~pl.col("dated") & pl.col("stamped"))
+                .then(pl.col("ts") + pl.duration(days=day)).otherwise(pl.col("ts")).alias("ts"))
         if one_run or anchors is None:
             return frame.with_columns(pl.lit(run_before, dtype=pl.Int64).alias("run_seq"))
         return frame.join_asof(anchors, on="line_no", strategy="backward").with_columns(
