@@ -315,21 +315,31 @@ static inline uint64_t fold_digits(uint64_t w) {
     return (w & ~digit) | (0x3030303030303030ULL & digit);
 }
 
-/* Hash of ASCII text with every digit read as '0', eight bytes at a time.  Lines that
- * differ only in their digits hash alike (no era feature reads a digit's value). */
+/* Hash of ASCII text with every digit read as '0', sixteen bytes at a time in two
+ * independent lanes (one chain of multiplies per line was a sixth of the scan).  Lines
+ * that differ only in their digits hash alike (no era feature reads a digit's value). */
 static uint64_t shape_hash(uint64_t h, const char *s, const char *e) {
     size_t n = (size_t)(e - s);
-    for (; s + 8 <= e; s += 8) {
+    uint64_t h2 = h ^ 0xC2B2AE3D27D4EB4FULL;
+    for (; s + 16 <= e; s += 16) {
+        uint64_t w1, w2;
+        memcpy(&w1, s, 8);
+        memcpy(&w2, s + 8, 8);
+        h = mix(h, fold_digits(w1));
+        h2 = mix(h2, fold_digits(w2));
+    }
+    if (s + 8 <= e) {
         uint64_t w;
         memcpy(&w, s, 8);
         h = mix(h, fold_digits(w));
+        s += 8;
     }
     if (s < e) {
         uint64_t w = 0;
         memcpy(&w, s, (size_t)(e - s));
-        h = mix(h, fold_digits(w));
+        h2 = mix(h2, fold_digits(w));
     }
-    return mix(h, n);
+    return mix(mix(h, h2), n);
 }
 
 /* ---------------------------------------------------------------- the prefix */
