@@ -185,7 +185,11 @@ def representatives(frame: pl.DataFrame, data: bytes | bytearray, bkind: bool) -
     :data:`logpipe.era.FEATURES` reads.  Lines of one shape differ only in their digits,
     which no era feature looks at, so the features of the representative are those of
     every line of its shape."""
-    reps = frame.unique(["run_seq", "shape"], keep="first", maintain_order=True)
+    seqs = frame["run_seq"]
+    one_run = not seqs.null_count() and seqs.min() == seqs.max()
+    # the first line of each shape, in order (one run: by shape alone, ~5x cheaper)
+    first = (pl.col("shape") if one_run else pl.struct("run_seq", "shape")).is_first_distinct()
+    reps = frame.filter(first)
     msgs = [data[o:o + n].decode() for o, n in zip(reps["msg_off"], reps["msg_len"],
                                                     strict=True)]
     return reps.select(
