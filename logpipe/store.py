@@ -53,7 +53,10 @@ INTERNAL = "logpipe_internal"
 """Schema of the stored tables, caches and bookkeeping (migration 0017)."""
 STORED_TABLES = ("runs", *DATA_TABLES)
 """Tables stored with ``source_id``, shown in ``main`` as views with ``source_path``."""
-DATA_VIEWS_VERSION = "1"
+LABEL_SUFFIX = "_code"
+"""A stored column ``<name>_code`` holds the ``label_id`` of ``<name>``'s text in
+``logpipe_internal.labels`` (a text that repeats on nearly every row, stored once)."""
+DATA_VIEWS_VERSION = "2"
 """Changes when :func:`data_view_sql` does, so that the views are recreated."""
 
 
@@ -65,11 +68,25 @@ def stored(table: str) -> str:
 
 def data_view_sql(table: str, columns: list[str]) -> str:
     """The public view of a stored table: its columns in order, ``source_path`` (the
-    file's path from ``sources``) where the table has ``source_id``."""
-    select = ", ".join("s.path AS source_path" if c == "source_id" else f"t.{c}"
-                       for c in columns)
-    return (f"CREATE OR REPLACE VIEW main.{table} AS SELECT {select} "
-            f"FROM {INTERNAL}.{table} t LEFT JOIN main.sources s USING (source_id)")
+    file's path from ``sources``) where the table has ``source_id``, and the text of each
+    ``<name>_code`` column (its row in ``labels``, migration 0019) as ``<name>``.
+
+    One join per coded column: a list of every label indexed per row was faster alone, but
+    where DuckDB carries the list through another join it copies it for every row."""
+    select: list[str] = []
+    joins: list[str] = []
+    for c in columns:
+        if c == "source_id":
+            select.append("s.path AS source_path")
+        elif c.endswith(LABEL_SUFFIX):
+            alias = f"l{len(joins)}"
+            select.append(f"{alias}.label AS {c[:-len(LABEL_SUFFIX)]}")
+            joins.append(f" LEFT JOIN {INTERNAL}.labels {alias} ON {alias}.label_id = t.{c}")
+        else:
+            select.append(f"t.{c}")
+    return (f"CREATE OR REPLACE VIEW main.{table} AS SELECT {', '.join(select)} "
+            f"FROM {INTERNAL}.{table} t LEFT JOIN main.sources s USING (source_id)"
+            + "".join(joins))
 
 
 def schemas_dir() -> Path:
@@ -168,6 +185,9 @@ class Store:
         self._source_ids: dict[str, int] = {}
         """``source_id`` of paths, known within the open transaction (a file's ingest
         asks for it with every block; a rollback may undo a new file's row)."""
+        self._labels: dict[str, int] | None = None
+        """``label_id`` of every text in ``labels`` (read once; a rollback may undo new
+        ones, and then it is read again)."""
 
     # -- opening ---------------------------------------------------------------------
 
@@ -304,6 +324,7 @@ class Store:
             yield
         except BaseException:
             self._source_ids.clear()
+            self._labels = None
             self.con.execute("ROLLBACK")
             raise
         self._source_ids.clear()
@@ -383,19 +404,45 @@ class Store:
     def rows_for(self, table: str, frame: pl.DataFrame, constants: dict[str, Any]
                  ) -> pl.DataFrame:
         """``frame`` plus constant columns, cut to ``table``'s stored columns in their
-        order; a ``source_path`` constant is stored as its ``source_id``."""
+        order; a ``source_path`` constant is stored as its ``source_id``, a text column
+        stored as ``<name>_code`` as its labels."""
         import polars as pl
 
         if table not in self._columns:
             schema = INTERNAL if table in STORED_TABLES else "main"
             self._columns[table] = [c for c, _ in self.columns(table, schema)]
+        columns = self._columns[table]
         if "source_path" in constants:
             constants = dict(constants)
             frame = frame.with_columns(pl.lit(self.source_id(constants.pop("source_path")),
                                               dtype=pl.Int32).alias("source_id"))
         frame = frame.with_columns(
             [pl.lit(v, dtype=pl.String).alias(k) for k, v in constants.items()])
-        return frame.select([c for c in self._columns[table] if c in frame.columns])
+        codes = [self._coded(frame.get_column(c[:-len(LABEL_SUFFIX)])).alias(c)
+                 for c in columns
+                 if c.endswith(LABEL_SUFFIX) and c[:-len(LABEL_SUFFIX)] in frame.columns]
+        if codes:
+            frame = frame.with_columns(codes)
+        return frame.select([c for c in columns if c in frame.columns])
+
+    def _coded(self, texts: pl.Series) -> pl.Series:
+        """``texts`` as their ``label_id`` (null stays null), new texts added to ``labels``."""
+        import polars as pl
+
+        ids = self.label_ids(texts.unique().drop_nulls().to_list())
+        return texts.replace_strict(ids, default=None, return_dtype=pl.Int32)
+
+    def label_ids(self, texts: list[str]) -> dict[str, int]:
+        """The ``label_id`` of each of ``texts``, adding those ``labels`` lacks."""
+        if self._labels is None:
+            self._labels = dict(self.all(f"SELECT label, label_id FROM {INTERNAL}.labels"))
+        new = [t for t in texts if t not in self._labels]
+        if new:
+            first = max(self._labels.values(), default=0) + 1
+            rows = list(zip(range(first, first + len(new)), new, strict=True))
+            self.con.executemany(f"INSERT INTO {INTERNAL}.labels VALUES (?, ?)", rows)
+            self._labels.update((t, i) for i, t in rows)
+        return {t: self._labels[t] for t in texts}
 
     def insert(self, table: str, frame: pl.DataFrame, **constants: Any) -> int:
         """Append ``frame`` (plus constant columns) to ``table``; returns rows written."""

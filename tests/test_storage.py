@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 import duckdb
+import pytest
 
 from logpipe.ingest import ingest_paths
 from logpipe.store import DATA_TABLES, INTERNAL, Store, migrations
@@ -33,7 +34,7 @@ def test_show_tables_is_the_documented_contract(db: Path) -> None:
         db, "SELECT table_name FROM duckdb_tables() WHERE schema_name = ?", [INTERNAL])}
     assert {"runs", *DATA_TABLES, "run_summary_cache", "pair_verdict_cache",
             "run_batch_ranges_cache", "schema_migrations", "schema_views",
-            "source_generations"} == internal
+            "source_generations", "labels"} == internal
 
 
 def test_rows_are_stored_by_source_id_and_shown_with_their_path(db: Path) -> None:
@@ -53,7 +54,8 @@ def test_a_moved_file_is_one_row_update(tmp_path: Path, db: Path) -> None:
     log.parent.mkdir()
     shutil.copy(STEADY, log)
     ingest_paths([tmp_path], db)
-    before = query(db, f"SELECT source_id, line_no, kind FROM {INTERNAL}.batches ORDER BY 2")
+    before = query(db, f"SELECT source_id, line_no, kind_code FROM {INTERNAL}.batches "
+                       "ORDER BY 2")
     (sid,) = query(db, "SELECT source_id FROM sources")[0]
     moved = tmp_path / "b" / "server.log.1"
     moved.parent.mkdir()
@@ -61,8 +63,8 @@ def test_a_moved_file_is_one_row_update(tmp_path: Path, db: Path) -> None:
     result = ingest_paths([tmp_path], db)
     assert [f.status for f in result.files] == ["moved"]
     # the stored rows did not change at all; the path lives in one row of sources
-    assert query(db, f"SELECT source_id, line_no, kind FROM {INTERNAL}.batches ORDER BY 2"
-                 ) == before
+    assert query(db, f"SELECT source_id, line_no, kind_code FROM {INTERNAL}.batches "
+                     "ORDER BY 2") == before
     assert query(db, "SELECT source_id, path FROM sources") == [(sid, str(moved.resolve()))]
     assert query(db, "SELECT DISTINCT source_path FROM batches") == [(str(moved.resolve()),)]
     assert query(db, "SELECT source_path FROM runs") == [(str(moved.resolve()),)]
@@ -98,6 +100,128 @@ def test_a_database_of_migration_16_moves_its_rows_without_losing_one(db: Path) 
         (2, 2)]
     assert query(db, f"SELECT max(version) FROM {INTERNAL}.schema_migrations") == [
         (len(migrations()),)]
+
+
+LABELLED = {"batches": ("kind", "rank_tag", "graph_label"),
+            "http_requests": ("method", "protocol", "status_text")}
+
+
+def stored_columns(db: Path, table: str) -> list[str]:
+    return [c for (c,) in query(db, "SELECT column_name FROM information_schema.columns "
+                                    "WHERE table_schema = ? AND table_name = ? "
+                                    "ORDER BY ordinal_position", [INTERNAL, table])]
+
+
+def test_repeated_texts_are_stored_once_and_shown_as_text(db: Path) -> None:
+    """kind, rank tags, graph label, HTTP method, protocol and reason phrase are stored as
+    codes into ``labels`` (migration 0019); the views show the texts the lines printed."""
+    eras = SAMPLES / "eras"
+    ingest_paths([eras / "v0.5.23.log", eras / "v0.2.15.log", eras / "v0.5.10.log"], db)
+    for table, names in LABELLED.items():
+        columns = stored_columns(db, table)
+        for name in names:
+            assert f"{name}_code" in columns and name not in columns
+    assert query(db, f"SELECT count(*), count(DISTINCT label) FROM {INTERNAL}.labels")[0][0] \
+        == query(db, f"SELECT count(DISTINCT label) FROM {INTERNAL}.labels")[0][0]
+    shown = set(query(db, "SELECT DISTINCT kind, rank_tag, graph_label FROM batches"))
+    assert {k for k, _, _ in shown} == {"prefill", "decode"}
+    assert ("decode", "TP0", "cuda graph") in shown
+    assert {(m, p, t) for m, p, t in query(
+        db, "SELECT DISTINCT method, protocol, status_text FROM http_requests")} >= {
+        ("POST", "HTTP/1.1", "OK"), ("GET", "HTTP/1.1", "OK")}
+    # every code names a label, and a null text is a null code
+    for table, names in LABELLED.items():
+        for name in names:
+            assert query(db, f"SELECT count(*) FROM {INTERNAL}.{table} t LEFT JOIN "
+                             f"{INTERNAL}.labels l ON l.label_id = t.{name}_code "
+                             f"WHERE t.{name}_code IS NOT NULL AND l.label IS NULL") == [(0,)]
+    # a label id past a gap names its own text (the view does not count on dense ids)
+    shown_before = query(db, "SELECT * FROM batches ORDER BY source_path, line_no")
+    con = duckdb.connect(str(db))
+    (top,) = con.execute(f"SELECT max(label_id) FROM {INTERNAL}.labels").fetchone() or (0,)
+    con.execute(f"INSERT INTO {INTERNAL}.labels VALUES (?, 'TP9 (far)')", [top + 50])
+    con.execute(f"UPDATE {INTERNAL}.batches SET rank_tag_code = ? WHERE line_no = "
+                f"(SELECT min(line_no) FROM {INTERNAL}.batches)", [top + 50])
+    con.close()
+    shown_after = query(db, "SELECT * FROM batches ORDER BY source_path, line_no")
+    changed = [(a, b) for a, b in zip(shown_before, shown_after, strict=True) if a != b]
+    assert len(changed) == len(query(db, f"SELECT 1 FROM {INTERNAL}.batches WHERE "
+                                         "rank_tag_code = ?", [top + 50]))
+    assert all("TP9 (far)" in after for _, after in changed)
+    # the lines themselves say what the view shows
+    lines = (eras / "v0.5.23.log").read_text().splitlines()
+    path = str((eras / "v0.5.23.log").resolve())
+    for line_no, kind, tag in query(db, "SELECT line_no, kind, rank_tag FROM batches WHERE "
+                                        "source_path = ? ORDER BY 1", [path]):
+        line = lines[line_no - 1]
+        assert f"{kind.capitalize()} batch" in line
+        assert tag is None or f" {tag}]" in line or tag == "TP9 (far)"
+
+
+def test_a_failed_ingest_leaves_no_new_label(tmp_path: Path, db: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file whose ingest fails after its texts got codes leaves ``labels`` as it was,
+    and the next file of the same ingest that prints those texts gets codes that name
+    them (no code of the rolled-back transaction is kept)."""
+    from logpipe.store import Spool
+
+    ingest_paths([SAMPLES / "eras" / "v0.2.15.log"], db)
+    before = query(db, f"SELECT * FROM {INTERNAL}.labels ORDER BY 1")
+    first, second = tmp_path / "a.log", tmp_path / "b.log"
+    for path, src in ((first, "v0.5.23.log"), (second, "v0.5.10.log")):
+        path.write_text((SAMPLES / "eras" / src).read_text().replace(" TP0]", " DP3 TP7 EP7]"))
+    original, calls = Spool.load, {"n": 0}
+
+    def failing_once(self: Spool, tables: list[str] | None = None) -> None:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise OSError("disk full (injected)")
+        original(self, tables)
+
+    monkeypatch.setattr(Spool, "load", failing_once)
+    result = ingest_paths([first], db)
+    assert [f.status for f in result.files] == ["failed"]
+    assert query(db, f"SELECT * FROM {INTERNAL}.labels ORDER BY 1") == before
+    calls["n"] = 0
+    result = ingest_paths([first, second], db)  # one store: the first fails again
+    assert [f.status for f in result.files] == ["failed", "new"]
+    assert query(db, "SELECT DISTINCT rank_tag FROM batches WHERE source_path = ?",
+                 [str(second.resolve())]) == [("DP3 TP7 EP7",)]
+
+
+def test_a_database_of_migration_18_keeps_its_texts(db: Path) -> None:
+    con = duckdb.connect(str(db))
+    con.execute("CREATE TABLE schema_migrations "
+                "(version INTEGER PRIMARY KEY, name VARCHAR, applied_at TIMESTAMP)")
+    for version, name, sql in migrations():
+        if version > 18:
+            break
+        con.execute(sql)
+        schema = INTERNAL if version >= 17 else "main"
+        con.execute(f"INSERT INTO {schema}.schema_migrations VALUES (?, ?, now())",
+                    [version, name])
+    con.execute("INSERT INTO sources (path, kind, source_id) VALUES ('/logs/a.log', "
+                "'sglang_server_log', 1)")
+    rows = [(1, "prefill", "TP0", None), (2, "decode", "TP0", "cuda graph"),
+            (3, "decode", None, "npu graph")]
+    for line, kind, tag, label in rows:
+        con.execute(f"INSERT INTO {INTERNAL}.batches (run_id, source_id, line_no, kind, "
+                    "rank_tag, graph_label) VALUES ('r1', 1, ?, ?, ?, ?)",
+                    [line, kind, tag, label])
+    con.execute(f"INSERT INTO {INTERNAL}.http_requests (run_id, source_id, line_no, method, "
+                "protocol, status, status_text) VALUES ('r1', 1, 4, 'GET', 'HTTP/1.1', 503, "
+                "'Service Unavailable'), ('r1', 1, 5, NULL, NULL, NULL, NULL)")
+    con.close()
+    with Store.open(db) as store:
+        assert not store.outdated()
+    assert query(db, "SELECT line_no, kind, rank_tag, graph_label FROM batches ORDER BY 1") \
+        == rows
+    assert query(db, "SELECT line_no, method, protocol, status, status_text FROM "
+                     "http_requests ORDER BY 1") == [
+        (4, "GET", "HTTP/1.1", 503, "Service Unavailable"), (5, None, None, None, None)]
+    assert {t for (t,) in query(db, f"SELECT label FROM {INTERNAL}.labels")} == {
+        "prefill", "decode", "TP0", "cuda graph", "npu graph", "GET", "HTTP/1.1",
+        "Service Unavailable"}
 
 
 def test_profiled_follows_its_evidence_and_clears_with_it(tmp_path: Path, db: Path) -> None:
