@@ -70,15 +70,23 @@ def test_a_moved_file_is_one_row_update(tmp_path: Path, db: Path) -> None:
     assert query(db, "SELECT source_path FROM runs") == [(str(moved.resolve()),)]
 
 
-def test_a_database_of_migration_16_moves_its_rows_without_losing_one(db: Path) -> None:
+def migrated_to(db: Path, last: int) -> duckdb.DuckDBPyConnection:
+    """A new database as a logpipe whose last migration was ``last`` left it."""
     con = duckdb.connect(str(db))
     con.execute("CREATE TABLE schema_migrations "
                 "(version INTEGER PRIMARY KEY, name VARCHAR, applied_at TIMESTAMP)")
     for version, name, sql in migrations():
-        if version > 16:
+        if version > last:
             break
         con.execute(sql)
-        con.execute("INSERT INTO schema_migrations VALUES (?, ?, now())", [version, name])
+        schema = INTERNAL if version >= 17 else "main"  # 0017 moved the bookkeeping
+        con.execute(f"INSERT INTO {schema}.schema_migrations VALUES (?, ?, now())",
+                    [version, name])
+    return con
+
+
+def test_a_database_of_migration_16_moves_its_rows_without_losing_one(db: Path) -> None:
+    con = migrated_to(db, 16)
     con.execute("INSERT INTO sources (path, kind, lines) VALUES ('/logs/a.log', "
                 "'sglang_server_log', 3)")
     con.execute("INSERT INTO runs (run_id, name, source_path, run_seq, role) VALUES "
@@ -190,16 +198,7 @@ def test_a_failed_ingest_leaves_no_new_label(tmp_path: Path, db: Path,
 
 
 def test_a_database_of_migration_18_keeps_its_texts(db: Path) -> None:
-    con = duckdb.connect(str(db))
-    con.execute("CREATE TABLE schema_migrations "
-                "(version INTEGER PRIMARY KEY, name VARCHAR, applied_at TIMESTAMP)")
-    for version, name, sql in migrations():
-        if version > 18:
-            break
-        con.execute(sql)
-        schema = INTERNAL if version >= 17 else "main"
-        con.execute(f"INSERT INTO {schema}.schema_migrations VALUES (?, ?, now())",
-                    [version, name])
+    con = migrated_to(db, 18)
     con.execute("INSERT INTO sources (path, kind, source_id) VALUES ('/logs/a.log', "
                 "'sglang_server_log', 1)")
     rows = [(1, "prefill", "TP0", None), (2, "decode", "TP0", "cuda graph"),
