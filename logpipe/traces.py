@@ -15,7 +15,6 @@ modification time) is not read again.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 from datetime import datetime
@@ -26,7 +25,7 @@ from logpipe.env import Entry, RunEnv, Tiers
 from logpipe.errors import InputError
 from logpipe.readers import open_binary
 from logpipe.sources import torch_trace
-from logpipe.sources.torch_trace import TraceFormatError, TraceSummary
+from logpipe.sources.torch_trace import TraceFormatError, TraceSummary, row_schema
 from logpipe.store import Spool, Store
 
 if TYPE_CHECKING:  # polars is imported where rows are built: linking and unchanged
@@ -50,31 +49,6 @@ class _Hashing:
         self.sha.update(data)
         self.bytes += len(data)
         return data
-
-
-@functools.cache
-def row_schema(table: str) -> dict[str, Any]:
-    """Columns (in order) and types of the row tuples that
-    :func:`~logpipe.sources.torch_trace.read_trace` yields for ``table``."""
-    import polars as pl
-
-    return {
-        "trace_kernels": {
-            "event_no": pl.Int64, "ts_us": pl.Float64, "dur_us": pl.Float64,
-            "category": pl.String, "name": pl.String, "kernel_class": pl.String,
-            "device": pl.Int32, "stream": pl.Int64, "correlation": pl.Int64,
-            "external_id": pl.Int64, "grid": pl.String, "block": pl.String,
-            "registers": pl.Int32, "shared_memory": pl.Int64, "bytes": pl.Int64,
-            "args": pl.String},
-        "trace_annotations": {
-            "event_no": pl.Int64, "ts_us": pl.Float64, "dur_us": pl.Float64, "side": pl.String,
-            "name": pl.String, "pid": pl.String, "tid": pl.String, "external_id": pl.Int64,
-            "args": pl.String},
-        "trace_ops": {
-            "event_no": pl.Int64, "ts_us": pl.Float64, "dur_us": pl.Float64, "ph": pl.String,
-            "category": pl.String, "name": pl.String, "pid": pl.String, "tid": pl.String,
-            "correlation": pl.Int64, "external_id": pl.Int64, "args": pl.String},
-    }[table]
 
 
 def _frame(table: str, rows: list[tuple[Any, ...]], base_us: float | None) -> pl.DataFrame:

@@ -19,12 +19,7 @@ import polars as pl
 
 from logpipe import era, summaries
 from logpipe.ingest.base import IN_LOG, PARSER_VERSION, FileResult, Progress
-from logpipe.ingest.changes import (
-    HEAD_HASH_BYTES,
-    TAIL_HASH_BYTES,
-    decide,
-    window_sha,
-)
+from logpipe.ingest.changes import HEAD_HASH_BYTES, TAIL_HASH_BYTES, decide, window_sha
 from logpipe.ingest.walk import run_base_name
 from logpipe.readers import line_blocks, open_binary, skip_to
 from logpipe.server_args import redact, redact_text

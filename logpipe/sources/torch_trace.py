@@ -21,7 +21,7 @@ import re
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -287,6 +287,29 @@ class TraceBatch:
         return len(self.kernels) + len(self.annotations) + len(self.ops)
 
 
+@cache
+def row_schema(table: str) -> dict[str, Any]:
+    """Columns (in order) and types of the row tuples :func:`read_trace` yields for
+    ``table`` (polars is imported here: telling what a file is needs none)."""
+    import polars as pl
+
+    return {
+        "trace_kernels": {
+            "event_no": pl.Int64, "ts_us": pl.Float64, "dur_us": pl.Float64,
+            "category": pl.String, "name": pl.String, "kernel_class": pl.String,
+            "device": pl.Int32, "stream": pl.Int64, "correlation": pl.Int64,
+            "external_id": pl.Int64, "grid": pl.String, "block": pl.String,
+            "registers": pl.Int32, "shared_memory": pl.Int64, "bytes": pl.Int64,
+            "args": pl.String},
+        "trace_annotations": {
+            "event_no": pl.Int64, "ts_us": pl.Float64, "dur_us": pl.Float64, "side": pl.String,
+            "name": pl.String, "pid": pl.String, "tid": pl.String, "external_id": pl.Int64,
+            "args": pl.String},
+        "trace_ops": {
+            "event_no": pl.Int64, "ts_us": pl.Float64, "dur_us": pl.Float64, "ph": pl.String,
+            "category": pl.String, "name": pl.String, "pid": pl.String, "tid": pl.String,
+            "correlation": pl.Int64, "external_id": pl.Int64, "args": pl.String},
+    }[table]
 
 
 @dataclass
