@@ -123,17 +123,32 @@ static void col_free(col_t *c) {
 /* The value of row ``row`` of a column (the hot path of the scan).  col_init made room
  * for one row per line of the block, and the scan checks its row counts against that, so
  * these write by index: no length to load and store per value.  col_rows sets the
- * lengths once the table is complete. */
-static inline int put_fixed(col_t *c, size_t row, const void *v, size_t width, int ok) {
-    memcpy(c->data.p + row * width, v, width);
-    c->valid.p[row] = (char)ok;
+ * lengths once the table is complete.  Values and validity are stored as their own types
+ * (validity as _Bool, which holds 0 or 1 in one byte): a store through a char pointer may
+ * alias anything, and made the compiler load every column's pointers again after each
+ * value of a row.  The buffers are malloc'd or bytes objects' storage, aligned for each. */
+_Static_assert(sizeof(_Bool) == 1, "validity is one byte per row");
+static inline void put_valid(col_t *c, size_t row, int ok) { ((_Bool *)(void *)c->valid.p)[row] = ok != 0; }
+static inline int put_i64(col_t *c, size_t row, int64_t v, int ok) {
+    ((int64_t *)(void *)c->data.p)[row] = v;
+    put_valid(c, row, ok);
     return 0;
 }
-
-static inline int put_i64(col_t *c, size_t row, int64_t v, int ok) { return put_fixed(c, row, &v, 8, ok); }
-static inline int put_i32(col_t *c, size_t row, int32_t v, int ok) { return put_fixed(c, row, &v, 4, ok); }
-static inline int put_f64(col_t *c, size_t row, double v, int ok) { return put_fixed(c, row, &v, 8, ok); }
-static inline int put_u8(col_t *c, size_t row, uint8_t v, int ok) { return put_fixed(c, row, &v, 1, ok); }
+static inline int put_i32(col_t *c, size_t row, int32_t v, int ok) {
+    ((int32_t *)(void *)c->data.p)[row] = v;
+    put_valid(c, row, ok);
+    return 0;
+}
+static inline int put_f64(col_t *c, size_t row, double v, int ok) {
+    ((double *)(void *)c->data.p)[row] = v;
+    put_valid(c, row, ok);
+    return 0;
+}
+static inline int put_u8(col_t *c, size_t row, uint8_t v, int ok) {
+    c->data.p[row] = (char)v;
+    put_valid(c, row, ok);
+    return 0;
+}
 
 /* A value appended to a column outside a table (the slow lines' numbers) */
 static int append_i64(col_t *c, int64_t v) {
@@ -154,9 +169,8 @@ static void col_rows(col_t *c, int n, size_t rows) {
 
 static int put_str(col_t *c, size_t row, const char *s, size_t n, int ok) {
     if (ok && buf_put(&c->data, s, n)) return -1; /* string bytes grow as needed */
-    int64_t end = (int64_t)c->data.n;
-    memcpy(c->offs.p + (row + 1) * sizeof end, &end, sizeof end);
-    c->valid.p[row] = (char)ok;
+    ((int64_t *)(void *)c->offs.p)[row + 1] = (int64_t)c->data.n;
+    put_valid(c, row, ok);
     return 0;
 }
 
@@ -315,31 +329,47 @@ static inline uint64_t fold_digits(uint64_t w) {
     return (w & ~digit) | (0x3030303030303030ULL & digit);
 }
 
-/* Hash of ASCII text with every digit read as '0', sixteen bytes at a time in two
- * independent lanes (one chain of multiplies per line was a sixth of the scan).  Lines
- * that differ only in their digits hash alike (no era feature reads a digit's value). */
-static uint64_t shape_hash(uint64_t h, const char *s, const char *e) {
+static inline uint64_t load8(const char *s) {
+    uint64_t w;
+    memcpy(&w, s, 8);
+    return w;
+}
+
+/* Hash of ASCII text s..e with every digit read as '0', thirty-two bytes at a time in four
+ * independent lanes (one chain of multiplies per line was a sixth of the scan, two a
+ * quarter).  The last bytes are read as the 8 bytes that end at e, shifted, where that
+ * stays at or after lo (the line's start): no call to memcpy per line.  Lines that differ
+ * only in their digits hash alike (no era feature reads a digit's value). */
+static uint64_t shape_hash(uint64_t h, const char *s, const char *e, const char *lo) {
     size_t n = (size_t)(e - s);
-    uint64_t h2 = h ^ 0xC2B2AE3D27D4EB4FULL;
-    for (; s + 16 <= e; s += 16) {
-        uint64_t w1, w2;
-        memcpy(&w1, s, 8);
-        memcpy(&w2, s + 8, 8);
-        h = mix(h, fold_digits(w1));
-        h2 = mix(h2, fold_digits(w2));
+    uint64_t h1 = h ^ 0xC2B2AE3D27D4EB4FULL, h2 = h ^ 0x165667B19E3779F9ULL,
+             h3 = h ^ 0x27D4EB2F165667C5ULL;
+    for (; s + 32 <= e; s += 32) {
+        h = mix(h, fold_digits(load8(s)));
+        h1 = mix(h1, fold_digits(load8(s + 8)));
+        h2 = mix(h2, fold_digits(load8(s + 16)));
+        h3 = mix(h3, fold_digits(load8(s + 24)));
+    }
+    if (s + 16 <= e) {
+        h = mix(h, fold_digits(load8(s)));
+        h1 = mix(h1, fold_digits(load8(s + 8)));
+        s += 16;
     }
     if (s + 8 <= e) {
-        uint64_t w;
-        memcpy(&w, s, 8);
-        h = mix(h, fold_digits(w));
+        h2 = mix(h2, fold_digits(load8(s)));
         s += 8;
     }
-    if (s < e) {
+    size_t r = (size_t)(e - s); /* 0-7 bytes left */
+    if (r) {
         uint64_t w = 0;
-        memcpy(&w, s, (size_t)(e - s));
-        h2 = mix(h2, fold_digits(w));
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        if (e - lo >= 8) w = load8(e - 8) >> (8 * (8 - r)); /* the last r bytes */
+        else
+#endif
+        memcpy(&w, s, r);
+        h3 = mix(h3, fold_digits(w));
     }
-    return mix(mix(h, h2), n);
+    return mix(mix(mix(h, h1), mix(h2, h3)), n);
 }
 
 /* ---------------------------------------------------------------- the prefix */
@@ -353,6 +383,7 @@ typedef struct {
     int rank_ok[4];
     const char *msg;
     const char *clock, *clock_end; /* a time-only stamp's text (ts_raw); NULL when dated */
+    const char *line;              /* the line's first byte (shape_hash reads no earlier) */
 } prefix_t;
 
 #define NO_STAMP 16
@@ -362,6 +393,7 @@ typedef struct {
  * midnight roll-over are applied by the caller, over every line of the file in order. */
 static int parse_prefix(const char *s, const char *e, prefix_t *p) {
     if (e - s < 12 || s[0] != '[') return 0;
+    p->line = s;
     int dated = s[5] == '-';
     const char *t0 = dated ? s + 12 : s + 1;
     if (dated && (e - s < 22 || s[8] != '-' || s[11] != ' ')) return 0;
@@ -679,7 +711,7 @@ static uint64_t prefix_shape(const prefix_t *p) {
     uint64_t h = 1469598103934665603ULL;
     h ^= (uint8_t)(p->stamp == NO_STAMP ? 'n' : '0' + (p->stamp & 1) + 2 * (p->stamp > 1));
     h *= 1099511628211ULL;
-    h = shape_hash(h, p->ranks, p->ranks_end);
+    h = shape_hash(h, p->ranks, p->ranks_end, p->line);
     h ^= '|';
     h *= 1099511628211ULL;
     return h;
@@ -700,7 +732,7 @@ static int put_head(col_t *c, size_t row, int64_t idx, const prefix_t *p) {
 /* ... and ends with: shape, msg_off, msg_len, keep */
 static int put_tail(col_t *c, size_t row, const prefix_t *p, const char *data,
                     const char *msg, const char *e) {
-    int r = put_i64(&c[0], row, (int64_t)shape_hash(prefix_shape(p), msg, e), 1);
+    int r = put_i64(&c[0], row, (int64_t)shape_hash(prefix_shape(p), msg, e, p->line), 1);
     r |= put_i64(&c[1], row, (int64_t)(msg - data), 1);
     r |= put_i64(&c[2], row, (int64_t)(e - msg), 1);
     r |= put_u8(&c[3], row, 1, 1);
@@ -766,14 +798,36 @@ static PyObject *cols_to_dict(col_t *c, const char **names, int n) {
     return d;
 }
 
-/* No control characters and no non-ASCII text (branch-free, so the compiler vectorises it) */
-static int is_plain(const char *s, const char *e) {
-    unsigned bad = 0;
-    for (; s < e; s++) {
-        unsigned char c = (unsigned char)*s;
-        bad |= (unsigned)(c < 0x20) | (unsigned)(c >= 0x7f);
+/* The end of the line at s (its '\n', or end) and, in *plain, whether the line is plain:
+ * no control character and no non-ASCII text.  One pass that stops at the first control or non-ASCII byte, sixteen bytes at a
+ * time where SSE2 is there (a line's '\n' is the first such byte of a plain line; a
+ * search for '\n' and then a check of the line read it twice). */
+static const char *line_end(const char *s, const char *end, int *plain) {
+    const char *q = s;
+#ifdef __SSE2__
+    const __m128i space = _mm_set1_epi8(0x20), del = _mm_set1_epi8(0x7f);
+    for (; end - q >= 16; q += 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)q);
+        /* signed: bytes >= 0x80 are negative, so below 0x20 too */
+        int m = _mm_movemask_epi8(_mm_or_si128(_mm_cmplt_epi8(v, space),
+                                               _mm_cmpeq_epi8(v, del)));
+        if (m) {
+            q += __builtin_ctz((unsigned)m);
+            break;
+        }
     }
-    return !bad;
+#endif
+    for (; q < end; q++) {
+        unsigned char c = (unsigned char)*q;
+        if (c < 0x20 || c >= 0x7f) break;
+    }
+    if (q < end && *q == '\n') {
+        *plain = 1;
+        return q;
+    }
+    *plain = q == end;
+    const char *nl = q < end ? memchr(q, '\n', (size_t)(end - q)) : NULL;
+    return nl ? nl : end;
 }
 
 static int ends_with_ray_repeat(const char *s, const char *e) {
@@ -837,12 +891,12 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS
     while (!failed && s < end) {
         if (nb >= rows || nh >= rows) { failed = 1; break; } /* one row per line at most */
-        const char *e = memchr(s, '\n', (size_t)(end - s));
-        const char *next = e ? e + 1 : end;
-        if (!e) e = end;
+        int plain;
+        const char *e = line_end(s, end, &plain);
+        const char *next = e < end ? e + 1 : end;
         int lane = 0;
         prefix_t p;
-        if (e - s > 12 && s[0] == '[' && is_plain(s, e) && parse_prefix(s, e, &p)
+        if (e - s > 12 && s[0] == '[' && plain && parse_prefix(s, e, &p)
             && !ends_with_ray_repeat(p.msg, e)) {
             int r = parse_batch(p.msg, e, &b, &ph);
             if (r < 0) { failed = 1; break; }
@@ -858,12 +912,12 @@ static PyObject *scan(PyObject *self, PyObject *args) {
                 }
             }
         }
-        else if ((s[0] == 'I' || s[0] == 'W') && is_plain(s, e) && !ends_with_ray_repeat(s, e)) {
+        else if ((s[0] == 'I' || s[0] == 'W') && plain && !ends_with_ray_repeat(s, e)) {
             /* uvicorn's own access lines carry no SGLang prefix (and so no time) */
             http_t h;
             memset(&p, 0, sizeof p);
             p.stamp = NO_STAMP;
-            p.ranks = p.ranks_end = p.msg = s;
+            p.ranks = p.ranks_end = p.msg = p.line = s;
             if (parse_http(s, e, &h) && !(h.has_text && has_phrase(&ph, h.text, e))) {
                 if (emit_http(hc, nh++, idx, &p, &h, data, s, e)) { failed = 1; break; }
                 lane = 2;
