@@ -128,7 +128,9 @@ static void col_free(col_t *c) {
  * alias anything, and made the compiler load every column's pointers again after each
  * value of a row.  The buffers are malloc'd or bytes objects' storage, aligned for each. */
 _Static_assert(sizeof(_Bool) == 1, "validity is one byte per row");
-static inline void put_valid(col_t *c, size_t row, int ok) { ((_Bool *)(void *)c->valid.p)[row] = ok != 0; }
+static inline void put_valid(col_t *c, size_t row, int ok) {
+    ((_Bool *)(void *)c->valid.p)[row] = ok != 0;
+}
 static inline int put_i64(col_t *c, size_t row, int64_t v, int ok) {
     ((int64_t *)(void *)c->data.p)[row] = v;
     put_valid(c, row, ok);
@@ -799,9 +801,9 @@ static PyObject *cols_to_dict(col_t *c, const char **names, int n) {
 }
 
 /* The end of the line at s (its '\n', or end) and, in *plain, whether the line is plain:
- * no control character and no non-ASCII text.  One pass that stops at the first control or non-ASCII byte, sixteen bytes at a
- * time where SSE2 is there (a line's '\n' is the first such byte of a plain line; a
- * search for '\n' and then a check of the line read it twice). */
+ * no control character and no non-ASCII text.  One pass that stops at the first control
+ * or non-ASCII byte, sixteen bytes at a time where SSE2 is there (a plain line's first
+ * such byte is its '\n'; a search for '\n' and then a check of the line read it twice). */
 static const char *line_end(const char *s, const char *end, int *plain) {
     const char *q = s;
 #ifdef __SSE2__

@@ -56,12 +56,10 @@ STORED_TABLES = ("runs", *DATA_TABLES)
 LABEL_SUFFIX = "_code"
 """A stored column ``<name>_code`` holds the ``label_id`` of ``<name>``'s text in
 ``logpipe_internal.labels`` (a text that repeats on nearly every row, stored once)."""
+FEW_LABELS = 8
+"""Up to this many distinct texts, a column is coded by comparisons, not a hash per row."""
 DATA_VIEWS_VERSION = "2"
 """Changes when :func:`data_view_sql` does, so that the views are recreated."""
-
-
-FEW_LABELS = 8
-"""Up to this many distinct texts, a coded column is coded by comparisons, not a hash."""
 
 
 def stored(table: str) -> str:
