@@ -249,8 +249,12 @@ def env_diff(
 
 @app.command()
 def compare(
-    run: Annotated[list[str], typer.Option(
-        "--run", help="Reference first, then one or more candidates (name, id or prefix).")],
+    run: Annotated[list[str] | None, typer.Option(
+        "--run", help="Reference first, then one or more candidates (name, id or prefix); "
+                      "A1,A2,A3 is one arm of several launches.")] = None,
+    campaign: Annotated[str | None, typer.Option(
+        help="Judge an `ab` campaign (its plan's name): each candidate arm against the "
+             "baseline arm, paired by round.")] = None,
     db: DbOption = DEFAULT_DB,
     threshold: Annotated[float, typer.Option(
         help="Practical threshold δ: changes smaller than this are no change.")] = 0.03,
@@ -268,22 +272,29 @@ def compare(
     fmt: Annotated[str, typer.Option("--format", help="table, markdown or json.")] = "table",
     lake: LakeOption = None,
 ) -> None:
-    """Compare runs: environment first, then steady-state statistics, then a verdict.
+    """Compare runs: environment first, then a verdict on one value per launch.
 
+    The launch is the unit: each arm's launches (--run A1,A2 --run B1,B2, or --campaign)
+    pair by round and the verdict comes from the per-round ratios; one launch each is
+    judged against the environment's measured launch noise, or labelled unreplicated.
+    Two launches of one configuration are an A/A pair: launch noise, never a regression.
     With one --run, a speculative run is compared with its nearest same-environment
     baseline (which one and why is said; with none, the near misses).  Exit 0 no
     regression, 1 regression, 2 error, 3 incomparable environments (or a profiled run
     against an unprofiled one), 4 insufficient data.
     """
-    from logpipe.compare import Options, compare_with_baseline, overall_exit
+    from logpipe.compare import Options, compare_campaign, compare_with_baseline, overall_exit
     from logpipe.compare import compare as run_compare
     from logpipe.report import comparison_markdown, comparison_text, comparisons_json
     from logpipe.steady import Warmup
 
-    if not run:
-        _fail(LogpipeError("compare needs --run values",
-                           hint="logpipe compare --run BASELINE --run CANDIDATE, or --run "
-                           "SPECULATIVE_RUN alone to pair it with its nearest baseline"))
+    if not run and not campaign:
+        _fail(LogpipeError("compare needs --run values or --campaign",
+                           hint="logpipe compare --run BASELINE --run CANDIDATE, --run "
+                           "A1,A2 --run B1,B2, --campaign PLAN, or --run SPECULATIVE_RUN "
+                           "alone to pair it with its nearest baseline"))
+    if run and campaign:
+        _fail(LogpipeError("give --run values or --campaign, not both"))
     if fmt not in ("table", "markdown", "json"):
         _fail(LogpipeError(f"unknown format {fmt!r}", hint="use one of: table, markdown, json"))
     allowed = frozenset(k.strip() for k in (allow_env_diff or "").split(",") if k.strip())
@@ -292,8 +303,12 @@ def compare(
                       warmup=Warmup(warmup_lines, warmup_seconds))
     source = str(lake if lake is not None else db)
     try:
-        results = (run_compare(source, run, options) if len(run) > 1
-                   else [compare_with_baseline(source, run[0], options)])
+        if campaign:
+            results = compare_campaign(source, campaign, options)
+        elif len(run or []) > 1:
+            results = run_compare(source, run or [], options)
+        else:
+            results = [compare_with_baseline(source, (run or [""])[0], options)]
     except LogpipeError as exc:
         _fail(exc)
     code = overall_exit(results)

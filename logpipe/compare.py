@@ -25,6 +25,16 @@ import polars as pl
 
 from logpipe import era as eras
 from logpipe.env import EnvDiff, RunEnv, diff
+from logpipe.errors import InputError
+from logpipe.launches import (
+    MIN_LAUNCH_LINES,
+    UNREPLICATED,
+    UNREPLICATED_HINT,
+    LaunchTest,
+    Noise,
+    judge_launches,
+    pool_noise,
+)
 from logpipe.pairing import KeyJudgement, Load, Side, judge, load_of
 from logpipe.query import resolve_run
 from logpipe.releases import in_range, release
@@ -77,6 +87,17 @@ class RunSamples:
     """Every decode line ran off the graph (graphs disabled, or a device without them):
     those lines are the run's steady state."""
     load: Load = field(default_factory=Load)
+    fingerprint: str | None = None
+    model: str | None = None
+    config_key: str | None = None
+    """Every identity, treatment and capacity key with its value, hashed (``run_configs``):
+    two launches with the same key and workload are repeats of one configuration."""
+    workload: str | None = None
+    """The linked benchmark's workload (tool, dataset, rate, concurrency, prompts)."""
+    plan: str | None = None
+    arm: str | None = None
+    round: int | None = None
+    """The ``ab`` campaign, arm and round the launch belongs to (its manifest)."""
 
     def side(self) -> Side:
         return Side(self.name, self.role, self.env, self.load, self.graphs_off)
@@ -115,6 +136,13 @@ class Metric:
     gates: bool = True
     """Performance metrics decide the verdict and the exit code; diagnostics (graph
     coverage, token usage, accept length and rate) are reported beside them."""
+    launch: LaunchTest | None = None
+    """The launch-level test (one value per launch) that decides a performance metric's
+    verdict; ``test`` is then the within-launch detail."""
+
+    @property
+    def verdict(self) -> str:
+        return self.launch.verdict if self.launch is not None else self.test.verdict
 
 
 @dataclass
@@ -137,6 +165,20 @@ class Comparison:
     exit_code: int = EXIT_OK
     notes: list[str] = field(default_factory=list)
     options: Options = field(default_factory=Options)
+    arms: dict[str, list[str]] = field(default_factory=dict)
+    """The launches of each side, reference first, in the order they pair."""
+    replication: str = ""
+    """How the verdict is replicated: paired rounds, unpaired arms, one launch each
+    against the measured launch noise, or unreplicated."""
+    same_configuration: bool = False
+    """An A/A comparison: no identity, treatment or capacity key differs and the workload
+    is the same, so the difference is launch-to-launch variation."""
+    noise: dict[int, Noise] = field(default_factory=dict)
+    """The environment's measured launch noise per stratum (``launch_noise``)."""
+
+    @property
+    def unreplicated(self) -> bool:
+        return self.replication.startswith(UNREPLICATED)
 
 
 # ------------------------------------------------------------------------------ load
@@ -152,6 +194,15 @@ def load_run(store: Store, ref: str, warmup: Warmup = NO_WARMUP) -> RunSamples:
         "era_mask, engine_version FROM runs WHERE run_id = ?", [run_id])
     assert row is not None
     name, role, algo, profiled, env_json, complete, era_label, mask, version = row
+    facts = store.one(
+        "SELECT c.env_fingerprint, c.model, c.config_key, c.workload, "
+        "max(CASE WHEN e.key = 'launch.plan' THEN e.value END), "
+        "max(CASE WHEN e.key = 'launch.arm' THEN e.value END), "
+        "max(CASE WHEN e.key = 'launch.round' THEN e.value END) "
+        "FROM run_configs c LEFT JOIN run_env e ON e.run_id = c.run_id "
+        "AND e.key IN ('launch.plan', 'launch.arm', 'launch.round') "
+        "WHERE c.run_id = ? GROUP BY ALL", [run_id]) or (None,) * 7
+    fp, model, config_key, workload, plan, arm, round_ = facts
     lines = steady_lines(store, run_id, warmup)
     steady = lines.filter(pl.col("state") == "steady")
     dec = steady.filter(pl.col("kind") == "decode")
@@ -179,7 +230,9 @@ def load_run(store: Store, ref: str, warmup: Warmup = NO_WARMUP) -> RunSamples:
         graph_on=int(counted["cuda_graph"].sum()), graph_total=counted.height,
         excluded=excluded,
         graphs_off=flagged.height > 0 and not flagged["cuda_graph"].any(),
-        load=load_of(store, run_id),
+        load=load_of(store, run_id), fingerprint=fp, model=model, config_key=config_key,
+        workload=workload, plan=plan, arm=arm,
+        round=int(round_) if round_ is not None and str(round_).isdigit() else None,
     )
 
 
@@ -217,14 +270,136 @@ def pool(name: str, runs: Sequence[RunSamples]) -> RunSamples:
         graph_total=sum(r.graph_total for r in runs), excluded=excluded,
         graphs_off=all(r.graphs_off for r in runs),
         load=Load(peak("running"), peak("queued"), peak("batch"), peak("prefill"),
-                  peak("kv_tokens"), peak("token_usage"), any(x.retracted for x in loads)))
+                  peak("kv_tokens"), peak("token_usage"), any(x.retracted for x in loads)),
+        fingerprint=first.fingerprint, model=first.model, config_key=first.config_key,
+        workload=first.workload, plan=first.plan, arm=first.arm)
+
+
+def arm_refs(refs: Sequence[str]) -> list[list[str]]:
+    """``--run`` values as arms: a comma-separated list is one arm of several launches."""
+    arms = [[x.strip() for x in r.split(",") if x.strip()] for r in refs]
+    if any(not a for a in arms):
+        raise InputError("an empty --run value", hint="--run NAME or --run NAME1,NAME2")
+    return arms
+
+
+def noise_for(store: Store, fingerprint: str | None, model: str | None) -> dict[int, Noise]:
+    """The measured launch noise of an environment per stratum: the ``launch_noise`` view,
+    computed over the runs of that fingerprint and model only (the view reads every
+    run's lines)."""
+    if fingerprint is None:
+        return {}
+    groups: dict[tuple[str, str], list[str]] = {}
+    for run_id, key, workload in store.all(
+            "SELECT run_id, config_key, coalesce(workload, '') FROM run_configs "
+            "WHERE env_fingerprint = ? AND model IS NOT DISTINCT FROM ? AND env_complete "
+            "AND NOT coalesce(profiled, false)", [fingerprint, model]):
+        groups.setdefault((key, workload), []).append(run_id)
+    by_stratum: dict[int, list[list[float]]] = {}
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        values: dict[int, list[float]] = {}
+        for run_id in members:
+            for stratum, tps in store.all(
+                    "SELECT stratum, steady_tps FROM launch_values_of(?)", [run_id]):
+                values.setdefault(int(stratum), []).append(float(tps))
+        for stratum, vals in values.items():
+            by_stratum.setdefault(stratum, []).append(vals)
+    out = {}
+    for stratum, gs in by_stratum.items():
+        n = pool_noise(gs)
+        if n is not None:
+            out[stratum] = n
+    return out
 
 
 def compare(db: str, refs: Sequence[str], options: Options = DEFAULTS) -> list[Comparison]:
-    """Each of ``refs[1:]`` against ``refs[0]``."""
+    """Each arm of ``refs[1:]`` against the arm ``refs[0]`` (an arm: one run, or several
+    launches given as a comma-separated list)."""
+    arms = arm_refs(refs)
     with Store.open(db, read_only=True) as store:
-        runs = [load_run(store, r, options.warmup) for r in refs]
-    return [compare_runs(runs[0], cand, options) for cand in runs[1:]]
+        loaded = [[load_run(store, r, options.warmup) for r in arm] for arm in arms]
+        _distinct(loaded)
+        noise = noise_for(store, loaded[0][0].fingerprint, loaded[0][0].model)
+    return [compare_arms(loaded[0], cand, options, noise) for cand in loaded[1:]]
+
+
+def _distinct(arms: Sequence[Sequence[RunSamples]]) -> None:
+    seen: dict[str, str] = {}
+    for arm in arms:
+        for r in arm:
+            if r.run_id in seen:
+                raise InputError(
+                    f"run {r.name} ({r.run_id}) is given twice"
+                    + (f" (as {seen[r.run_id]!r})" if seen[r.run_id] != r.name else "")
+                    + ": a run compared with itself says nothing",
+                    hint="give two different launches; two launches of one configuration "
+                    "are an A/A pair, which measures the launch noise")
+            seen[r.run_id] = r.name
+
+
+def campaign_arms(store: Store, plan: str, warmup: Warmup = NO_WARMUP
+                  ) -> tuple[list[RunSamples], dict[str, list[RunSamples]]]:
+    """The launches of ``ab`` campaign ``plan`` from their manifests: the baseline arm and
+    each candidate arm, each in round order (the last run of a launch that restarted)."""
+    rows = store.all(
+        "SELECT r.run_id, "
+        "max(CASE WHEN e.key = 'launch.arm' THEN e.value END) AS arm, "
+        "max(CASE WHEN e.key = 'launch.role' THEN e.value END) AS role, "
+        "max(CASE WHEN e.key = 'launch.round' THEN e.value END) AS round "
+        "FROM runs r JOIN run_env e USING (run_id) "
+        "WHERE r.run_id IN (SELECT run_id FROM run_env WHERE key = 'launch.plan' "
+        "AND value = ?) GROUP BY r.run_id, r.started_at, r.run_seq "
+        "ORDER BY r.started_at NULLS LAST, r.run_seq", [plan])
+    if not rows:
+        known = [p for (p,) in store.all(
+            "SELECT DISTINCT value FROM run_env WHERE key = 'launch.plan' ORDER BY 1")]
+        raise InputError(f"no campaign named {plan!r} in the database",
+                         hint="campaigns: " + (", ".join(known) or "none (run `logpipe ab`)"))
+    last: dict[tuple[str, str], tuple[str, str]] = {}
+    for run_id, arm, role, round_ in rows:
+        last[(str(arm), str(round_))] = (run_id, str(role))
+    base_arm: list[str] = []
+    arms: dict[str, list[tuple[int, str]]] = {}
+    for (arm, round_), (run_id, role) in last.items():
+        arms.setdefault(arm, []).append((int(round_) if round_.isdigit() else 0, run_id))
+        if role == "baseline" and arm not in base_arm:
+            base_arm.append(arm)
+    if len(base_arm) != 1:
+        raise InputError(f"campaign {plan!r} has {len(base_arm)} baseline arms",
+                         hint="compare its arms with --run A1,A2 --run B1,B2")
+    loaded = {arm: [load_run(store, rid, warmup) for _, rid in sorted(members)]
+              for arm, members in arms.items()}
+    base = loaded.pop(base_arm[0])
+    return base, loaded
+
+
+def judge_campaign(store: Store, plan: str, options: Options = DEFAULTS,
+                   launches: dict[str, list[str]] | None = None,
+                   baseline: str | None = None) -> list[Comparison]:
+    """Each candidate arm of an ``ab`` campaign against its baseline arm, launch by launch
+    (paired by round).  The launches are read from the manifests in the database, or given
+    (``launches``: arm → run ids in round order, ``baseline``: its arm).  ``logpipe ab``,
+    ``compare --campaign`` and the report judge a campaign with this one function."""
+    if launches is None:
+        base, candidates = campaign_arms(store, plan, options.warmup)
+        base_name = base[0].arm or "baseline"
+    else:
+        assert baseline is not None
+        loaded = {arm: [load_run(store, rid, options.warmup) for rid in ids]
+                  for arm, ids in launches.items()}
+        base, base_name = loaded.pop(baseline), baseline
+        candidates = loaded
+    noise = noise_for(store, base[0].fingerprint, base[0].model)
+    return [compare_arms(base, runs, options, noise,
+                         names=(f"{plan}-{base_name}", f"{plan}-{arm}"))
+            for arm, runs in candidates.items()]
+
+
+def compare_campaign(db: str, plan: str, options: Options = DEFAULTS) -> list[Comparison]:
+    with Store.open(db, read_only=True) as store:
+        return judge_campaign(store, plan, options)
 
 
 def compare_with_baseline(db: str, ref: str, options: Options = DEFAULTS) -> Comparison:
@@ -279,17 +454,128 @@ def overall_exit(comparisons: Sequence[Comparison]) -> int:
 
 # --------------------------------------------------------------------------- compare
 
-def compare_runs(a: RunSamples, b: RunSamples, options: Options = DEFAULTS) -> Comparison:
-    """``b`` (candidate) against ``a`` (reference)."""
-    c = Comparison(a.name, b.name, a.run_id, b.run_id, "comparable", None, options=options,
-                   profiled={a.name: a.profiled, b.name: b.profiled},
-                   excluded={a.name: a.excluded, b.name: b.excluded})
-    if not _environment(a, b, c, options):
+def compare_runs(a: RunSamples, b: RunSamples, options: Options = DEFAULTS,
+                 noise: dict[int, Noise] | None = None) -> Comparison:
+    """``b`` (candidate) against ``a`` (reference): one launch each."""
+    return compare_arms([a], [b], options, noise)
+
+
+def _arm_name(runs: Sequence[RunSamples]) -> str:
+    return runs[0].name if len(runs) == 1 else ",".join(r.name for r in runs)
+
+
+def _config_differences(a: RunSamples, b: RunSamples) -> list[str]:
+    """The keys two launches differ in that make them different experiments (identity,
+    treatment, capacity), the user's tags (``--tag build=...``: a difference the user
+    declares, such as a code change no setting shows), and ``workload`` when their
+    benchmarks differ."""
+    d = diff(a.name, a.env, b.name, b.env)
+    keys = [i.key for i in d.items if i.tier in ("identity", "treatment", "capacity")
+            or i.key.startswith("tag.")]
+    if (a.workload or None) != (b.workload or None):
+        keys.append("workload")
+    return keys
+
+
+def _round_order(ref: list[RunSamples], cand: list[RunSamples]) -> str:
+    """Pair the arms by their recorded ``ab`` rounds when both have one launch per round,
+    else by the order given; returns how they were paired (and sorts in place)."""
+    rounds_a, rounds_b = [r.round for r in ref], [r.round for r in cand]
+    if (None not in rounds_a and None not in rounds_b and len(set(rounds_a)) == len(ref)
+            and set(rounds_a) == set(rounds_b)):
+        ref.sort(key=lambda r: r.round or 0)
+        cand.sort(key=lambda r: r.round or 0)
+        return "by recorded round"
+    return "in the order given"
+
+
+def compare_arms(ref: Sequence[RunSamples], cand: Sequence[RunSamples],
+                 options: Options = DEFAULTS, noise: dict[int, Noise] | None = None,
+                 names: tuple[str | None, str | None] = (None, None)) -> Comparison:
+    """Candidate arm ``cand`` against reference arm ``ref`` (each one or more launches):
+    environment first, then each metric judged on one value per launch (the lines are the
+    within-launch detail), then the verdict."""
+    ref, cand = list(ref), list(cand)
+    paired_by = _round_order(ref, cand) if len(ref) == len(cand) > 1 else ""
+    a = pool(names[0] or _arm_name(ref), ref)
+    b = pool(names[1] or _arm_name(cand), cand)
+    c = Comparison(a.name, b.name, ref[0].run_id, cand[0].run_id, "comparable", None,
+                   options=options, profiled={a.name: a.profiled, b.name: b.profiled},
+                   excluded={a.name: a.excluded, b.name: b.excluded},
+                   arms={a.name: [r.name for r in ref], b.name: [r.name for r in cand]},
+                   noise=dict(noise or {}))
+    if not _environment(ref[0], cand[0], c, options):
         return c
+    for arm in (ref, cand):
+        for other in arm[1:]:
+            keys = _config_differences(arm[0], other)
+            if keys:
+                c.env_status, c.verdict, c.exit_code = ("incomparable", "incomparable",
+                                                        EXIT_INCOMPARABLE)
+                c.notes.append(f"the launches of one arm must be repeats of one "
+                               f"configuration: {other.name} differs from {arm[0].name} in "
+                               + ", ".join(keys[:8]) + (" ..." if len(keys) > 8 else ""))
+                return c
+    # an A/A pair needs both environments known: a log alone cannot show that two
+    # launches shared their variables and packages
+    c.same_configuration = (ref[0].env.complete and cand[0].env.complete
+                            and not _config_differences(ref[0], cand[0]))
     _statistics(a, b, c, options)
+    _launch_level(ref, cand, c, options, paired_by)
     _speculation(a, b, c)
     _verdict(c, options)
     return c
+
+
+def _launch_value(x: np.ndarray | None) -> float | None:
+    if x is None or len(x) < MIN_LAUNCH_LINES:
+        return None
+    return float(np.median(x))
+
+
+def _launch_level(ref: list[RunSamples], cand: list[RunSamples], c: Comparison,
+                  options: Options, paired_by: str) -> None:
+    """Each performance metric judged on one value per launch (statistics.md §2b)."""
+    names_a, names_b = [r.name for r in ref], [r.name for r in cand]
+    kw = {"alpha": options.alpha, "threshold": options.threshold}
+    for m in c.metrics:
+        if m.name == "decode throughput" and m.stratum is not None:
+            va = [_launch_value(r.decode.get(m.stratum)) for r in ref]
+            vb = [_launch_value(r.decode.get(m.stratum)) for r in cand]
+            stratum_noise = c.noise.get(m.stratum)
+        elif m.name == "prefill input throughput":
+            va = [_launch_value(r.prefill) for r in ref]
+            vb = [_launch_value(r.prefill) for r in cand]
+            stratum_noise = None
+        else:
+            continue
+        m.launch = judge_launches(names_a, va, names_b, vb,
+                                  higher_is_better=m.higher_is_better,
+                                  paired=bool(paired_by), noise=stratum_noise,
+                                  within=m.test, **kw)
+    k_a, k_b = len(ref), len(cand)
+    if paired_by:
+        c.replication = (f"{k_a} rounds, paired {paired_by}: verdict on the per-round "
+                         "ratios of launch medians (Student t"
+                         + (", exact sign-flip p" if k_a >= 6 else "") + ")")
+    elif k_a > 1 and k_b > 1:
+        c.replication = (f"unpaired arms of {k_a} and {k_b} launches: Welch on per-launch "
+                         "log medians")
+    elif c.noise and any(m.launch is not None and m.launch.method == "launch noise"
+                         for m in c.metrics):
+        pairs = max(n.pairs for n in c.noise.values())
+        c.replication = (f"{'one launch per arm' if k_a == k_b == 1 else 'an arm of one launch'}"
+                         f": judged against this environment's launch noise, measured on "
+                         f"{pairs} A/A pair(s)")
+    else:
+        c.replication = f"{UNREPLICATED} ({UNREPLICATED_HINT})"
+    if not c.unreplicated:
+        for m in c.metrics:
+            if m.launch is not None and m.launch.method == "unreplicated" and m.gates:
+                # no launch noise is measured for it: reported, but it does not decide
+                m.gates = False
+                c.notes.append(f"{m.name}: one launch each and no launch noise measured for "
+                               "it, so it is shown as a diagnostic and does not decide")
 
 
 def _environment(a: RunSamples, b: RunSamples, c: Comparison, options: Options) -> bool:
@@ -415,25 +701,31 @@ def _speculation(a: RunSamples, b: RunSamples, c: Comparison) -> None:
         "accept_rate_definition": spec.accept_rate_definition(),
     }
     if primary is not None and primary.test.median_a and primary.test.median_b:
-        spec_tps = primary.test.median_b if spec is b else primary.test.median_a
-        base_tps = primary.test.median_a if spec is b else primary.test.median_b
+        ref_tps, cand_tps = primary.test.median_a, primary.test.median_b
+        launch = primary.launch
+        if launch is not None and launch.ratio is not None:
+            # the typical launch of each arm (geometric mean of launch medians)
+            va = [v for v in launch.values_a if v]
+            vb = [v for v in launch.values_b if v]
+            if va and vb:
+                ref_tps = float(np.exp(np.mean(np.log(va))))
+                cand_tps = float(np.exp(np.mean(np.log(vb))))
+        spec_tps = cand_tps if spec is b else ref_tps
+        base_tps = ref_tps if spec is b else cand_tps
         block.update(stratum=primary.stratum, spec_tps=spec_tps, baseline_tps=base_tps,
                      speedup=spec_tps / base_tps - 1)
         if len(spec.accept_len):
             al = float(np.median(spec.accept_len))
             block.update(accept_len=al, break_even_accept_len=al * base_tps / spec_tps)
     block["same_environment"] = c.env_status in ("comparable", "same run")
+    block["replication"] = c.replication
     c.speculation = block
 
 
 def _verdict(c: Comparison, options: Options) -> None:
     gating = [m for m in c.metrics if m.gates and m.higher_is_better is not None]
-    regressions = [m for m in gating if m.test.verdict == "regression"]
+    regressions = [m for m in gating if m.verdict == "regression"]
     decode = [m for m in c.metrics if m.name == "decode throughput"]
-    if regressions:
-        c.verdict = "regression"
-        c.exit_code = EXIT_REGRESSION
-        return
     if not decode:
         c.verdict = "insufficient data"
         c.exit_code = EXIT_INSUFFICIENT
@@ -443,12 +735,45 @@ def _verdict(c: Comparison, options: Options) -> None:
                            f"{k}: {v}" for k, v in strata.items() if v) if any(
                            strata.values()) else ""))
         return
-    if all(m.test.verdict == "insufficient data" for m in decode):
+    if not regressions and all(m.verdict == "insufficient data" for m in decode):
         c.verdict = "insufficient data"
         c.exit_code = EXIT_INSUFFICIENT
         c.notes.append(f"need ≥ {needed_per_run(options.alpha)} steady decode lines per run "
-                       f"in a shared stratum for α = {options.alpha:g}")
+                       f"in a shared stratum for α = {options.alpha:g} (and ≥ "
+                       f"{MIN_LAUNCH_LINES} for a launch's median to count)")
         return
-    c.verdict = "improvement" if any(m.test.verdict == "improvement" for m in gating) \
-        else "no significant change"
-    c.exit_code = EXIT_OK
+    if c.same_configuration:
+        primary = primary_metric(c)
+        ratio = primary.launch.ratio if primary and primary.launch else None
+        size = f"{(ratio - 1) * 100:+.1f}%" if ratio is not None else "unknown"
+        c.verdict = "same configuration"
+        c.exit_code = EXIT_OK
+        c.replication = ("A/A: launches of one configuration (no identity, treatment or "
+                         "capacity key differs, same workload)")
+        for m in gating:
+            if m.launch is not None:
+                m.launch.verdict = "launch noise"
+                m.launch.detail = "A/A: the difference is launch-to-launch variation"
+        c.notes.insert(0, f"same configuration: the difference, {size} at "
+                          f"{primary.stratum if primary else '?'} running, is "
+                          "launch-to-launch variation (an A/A pair feeds the launch_noise "
+                          "view; it is never a regression or an improvement)")
+        measured = c.noise.get(primary.stratum) if primary and primary.stratum else None
+        if measured is not None and ratio is not None and measured.log_sd > 0:
+            z = abs(np.log(ratio)) / (measured.log_sd * np.sqrt(2))
+            if z > 3:
+                c.notes.insert(1, f"the difference is {z:.1f}× the spread of two launches "
+                                  f"({measured.describe()}): if something not recorded "
+                                  "differs (a code change), tag the launches (`--tag "
+                                  "build=...`) so they are compared as different")
+        return
+    if regressions:
+        c.verdict = "regression"
+        c.exit_code = EXIT_REGRESSION
+    else:
+        c.verdict = ("improvement" if any(m.verdict == "improvement" for m in gating)
+                     else "no significant change")
+        c.exit_code = EXIT_OK
+    for m in decode:
+        if m.launch is not None and m.launch.disagreeing:
+            c.notes.append(f"@{m.stratum} running: {m.launch.disagreeing}")

@@ -311,6 +311,8 @@ def flatten_manifest(m: Mapping[str, Any]) -> dict[str, Any]:
         flat["host.utc_offset_s"] = tz["utc_offset_s"]
     for k, v in (m.get("launch") or {}).items():
         flat[f"launch.{k}"] = v
+    for k, v in (m.get("tags") or {}).items():
+        flat[f"tag.{k}"] = v
     return {k: (REDACTED if is_secret_key(k.split(".", 1)[-1]) and v not in (None, "") else v)
             for k, v in flat.items()}
 

@@ -623,40 +623,34 @@ def run_plan(plan: Plan, db: Path, *, echo: Echo | None = None,
 
 
 def _judge_plan(result: PlanResult, db: Path, options: Any) -> None:
-    from logpipe.compare import (
-        EXIT_ERROR,
-        Options,
-        compare_runs,
-        load_run,
-        overall_exit,
-        pool,
-    )
+    from logpipe.compare import EXIT_ERROR, Options, judge_campaign, overall_exit
     from logpipe.store import Store
 
-    options = options or Options()
     plan = result.plan
-    by_arm: dict[str, list[tuple[int, LaunchResult]]] = {}
+    options = options or Options(allow_env_diff=plan.allow_env_diff)
+    by_arm: dict[str, list[str]] = {}
     for round_, arm, res in result.launches:
-        by_arm.setdefault(arm.name, []).append((round_, res))
         result.rounds.setdefault(arm.name, {})[round_] = res.steady_tps
         if res.status != "ok":
             result.notes.append(f"{res.name}: {res.status}" + (f" ({res.message})"
                                                                if res.message else ""))
-    with Store.open(db, read_only=True) as store:
-        def pooled(arm: Arm) -> Any:
-            runs = [load_run(store, res.run_ids[-1], options.warmup)
-                    for _, res in by_arm.get(arm.name, []) if res.run_ids]
-            return pool(f"{plan.name}-{arm.name}", runs) if runs else None
-
-        base = pooled(plan.baseline)
-        for cand in plan.candidates:
-            pc = pooled(cand)
-            if base is None or pc is None:
-                result.notes.append(f"{cand.name}: no ingested run of "
-                                    f"{'the baseline' if base is None else cand.name} to judge")
-                result.exit_code = EXIT_ERROR
-                continue
-            result.comparisons.append(compare_runs(base, pc, options))
+        if res.run_ids:
+            by_arm.setdefault(arm.name, []).append(res.run_ids[-1])
+    judged = [cand for cand in plan.candidates if cand.name in by_arm]
+    for cand in plan.candidates:
+        if plan.baseline.name not in by_arm or cand.name not in by_arm:
+            result.notes.append(
+                f"{cand.name}: no ingested run of "
+                f"{'the baseline' if plan.baseline.name not in by_arm else cand.name} "
+                "to judge")
+            result.exit_code = EXIT_ERROR
+    if plan.baseline.name in by_arm and judged:
+        with Store.open(db, read_only=True) as store:
+            result.comparisons = judge_campaign(
+                store, plan.name, options,
+                launches={plan.baseline.name: by_arm[plan.baseline.name],
+                          **{c.name: by_arm[c.name] for c in judged}},
+                baseline=plan.baseline.name)
     for c in result.comparisons:
         _rounds_note(result, c)
     _plan_checks(result, db)

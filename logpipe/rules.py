@@ -14,10 +14,10 @@ from functools import lru_cache
 
 from logpipe.store import schemas_dir
 
-RULES_VERSION = 2
+RULES_VERSION = 3
 """Raise when compare, pairing, stats or steady-state code changes a verdict or a
 statistic (1: to 0.1.0; 2: capacity keys judged against the load, diagnostics never
-gate, graph-less runs have a steady state)."""
+gate, graph-less runs have a steady state; 3: verdicts on one value per launch)."""
 
 
 @lru_cache(maxsize=1)

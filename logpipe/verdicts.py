@@ -75,12 +75,14 @@ class VerdictCache:
             return
         self._rules = rules_key()
 
-    def key(self, spec_run_id: str, baseline_run_id: str, options: Any) -> str | None:
-        """The key of a pair judged with ``options``; None when it cannot be cached."""
+    def key(self, spec_run_id: str, baseline_run_id: str, options: Any,
+            extra: str = "") -> str | None:
+        """The key of a pair judged with ``options`` (and ``extra``: other inputs of the
+        verdict, as text); None when it cannot be cached."""
         spec, base = self.run_keys.get(spec_run_id), self.run_keys.get(baseline_run_id)
         if spec is None or base is None:
             return None
-        text = "\n".join([self._rules, _canonical(options), spec, base])
+        text = "\n".join([self._rules, _canonical(options), extra, spec, base])
         return hashlib.sha256(text.encode()).hexdigest()
 
     def get(self, key: str | None) -> Verdict | None:

@@ -16,7 +16,7 @@ from logpipe.compare import accept_rate_definition
 from logpipe.era import span
 from logpipe.ingest import ingest_paths
 from logpipe.stats import compare_samples, min_p_two_sided, needed_per_run
-from tests.conftest import load_generator
+from tests.conftest import load_generator, query
 
 runner = CliRunner()
 
@@ -66,12 +66,26 @@ def test_eagle3_vs_tuned_baseline_is_refused(sample_db: Path) -> None:
     assert code == 3
 
 
-def test_run_against_itself_is_no_change(sample_db: Path) -> None:
-    code, out = cmp(sample_db, "--run", "eagle3-untuned", "--run", "eagle3-untuned")
-    assert code == 0
+def test_run_against_itself_is_an_error(sample_db: Path) -> None:
+    for args in (["--run", "eagle3-untuned", "--run", "eagle3-untuned"],
+                 ["--run", "baseline-untuned,eagle3-untuned", "--run", "eagle3-untuned"]):
+        result = runner.invoke(app, ["compare", *args, "--db", str(sample_db)])
+        assert result.exit_code == 2, result.output
+        assert "eagle3-untuned" in result.output and "given twice" in result.output
+
+
+def test_the_mission_keeps_its_verdict_and_is_labelled_unreplicated(sample_db: Path) -> None:
+    code, out = cmp(sample_db, "--run", "baseline-untuned", "--run", "eagle3-untuned")
     c = out["comparisons"][0]
-    assert c["verdict"] == "no significant change"
-    assert c["environment"]["status"] == "same run"
+    assert code == 0 and c["verdict"] == "improvement"
+    assert round(c["speculation"]["speedup"] * 100, 1) == 20.7
+    assert c["replication"].startswith("unreplicated: launch noise unknown")
+    assert "logpipe ab --rounds 3" in c["replication"]
+    decode = next(m for m in c["metrics"] if m["metric"] == "decode throughput")
+    assert decode["launch_level"]["method"] == "unreplicated"
+    text = runner.invoke(app, ["compare", "--run", "baseline-untuned", "--run",
+                               "eagle3-untuned", "--db", str(sample_db)]).output
+    assert "IMPROVEMENT [unreplicated: launch noise unknown] (exit 0)" in text
 
 
 def test_unknown_environment_is_said(sample_db: Path) -> None:
@@ -119,9 +133,13 @@ def generated_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     manifest = gen.mission_manifest(False, False, "2026-05-04T08:00:00+00:00")
     start = datetime(2026, 5, 4, 9, 0, 0)
     _write_run(root, "base", gen.mission_log(62.9, 0.7, seed=11, start=start), manifest)
+    # a code change no setting shows, declared by the user's tag: not an A/A pair
+    changed = {**manifest, "tags": {"build": "candidate"}}
     _write_run(root, "slower5", gen.mission_log(62.9 * 0.95, 0.7, seed=12, start=start),
-               manifest)
-    _write_run(root, "noise", gen.mission_log(62.9, 0.7, seed=13, start=start), manifest)
+               changed)
+    _write_run(root, "noise", gen.mission_log(62.9, 0.7, seed=13, start=start),
+               {**manifest, "tags": {"build": "another"}})
+
     tiny = gen.Log(gen.MISSION_ERA, start, gen.random.Random(5))
     gen.startup(tiny, gen.base_args(gen.MISSION_MODEL, tp_size=8, ep_size=8,
                                     mem_fraction_static=0.85, cuda_graph_max_bs=32),
@@ -138,8 +156,8 @@ def generated_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
                          "to: /tmp/prof (with profile id: 1764000000.0)")
     profiled.insert(mid + 30, "[2026-05-04 09:01:30 TP0 EP0] Stop profiling...")
     _write_run(root, "profiled", profiled, manifest)
-    _write_run(root, "tiny-a", tiny.lines, manifest)
-    _write_run(root, "tiny-b", tiny2.lines, manifest)
+    _write_run(root, "tiny-a", tiny.lines, {**manifest, "tags": {"build": "tiny-a"}})
+    _write_run(root, "tiny-b", tiny2.lines, {**manifest, "tags": {"build": "tiny-b"}})
     db = root / "g.duckdb"
     assert not ingest_paths([root], db).failed
     return db
@@ -154,6 +172,29 @@ def test_generated_five_percent_regression(generated_db: Path) -> None:
     assert decode["ratio"] == pytest.approx(0.95, abs=0.003)
 
 
+def test_same_configuration_is_an_aa_pair_never_a_regression(tmp_path: Path) -> None:
+    """The same 5% drop between two launches of one configuration (nothing but the launch
+    differs) is launch noise: exit 0, said so, and the pair feeds launch_noise."""
+    gen = load_generator()
+    manifest = gen.mission_manifest(False, False, "2026-05-04T08:00:00+00:00")
+    start = datetime(2026, 5, 4, 9, 0, 0)
+    _write_run(tmp_path, "base", gen.mission_log(62.9, 0.7, seed=11, start=start), manifest)
+    _write_run(tmp_path, "repeat", gen.mission_log(62.9 * 0.95, 0.7, seed=15, start=start),
+               manifest)
+    generated_db = tmp_path / "aa.duckdb"
+    assert not ingest_paths([tmp_path], generated_db).failed
+    code, out = cmp(generated_db, "--run", "base", "--run", "repeat")
+    c = out["comparisons"][0]
+    assert code == 0 and c["verdict"] == "same configuration" and c["same_configuration"]
+    assert c["notes"][0].startswith("same configuration: the difference, -5.")
+    assert "launch-to-launch variation" in c["notes"][0]
+    decode = next(m for m in c["metrics"] if m["metric"] == "decode throughput")
+    assert decode["verdict"] == "launch noise"
+    assert decode["within_launch"]["verdict"] == "regression"  # what the lines alone say
+    rows = query(generated_db, "SELECT launches, pairs, round(spread, 2) FROM launch_noise")
+    assert rows == [(2, 1, 0.04)]
+
+
 def test_same_distribution_is_no_change(generated_db: Path) -> None:
     code, out = cmp(generated_db, "--run", "base", "--run", "noise")
     assert code == 0
@@ -166,7 +207,9 @@ def test_two_steady_samples_each_is_insufficient(generated_db: Path) -> None:
     decode = next(m for m in out["comparisons"][0]["metrics"]
                   if m["metric"] == "decode throughput")
     assert decode["n"] == [2, 2]
-    assert decode["detail"].startswith("insufficient data: need ≥ 4 samples per run")
+    assert decode["within_launch"]["detail"].startswith(
+        "insufficient data: need ≥ 4 samples per run")
+    assert decode["detail"].startswith("no launch value in either arm (a launch needs ≥ 3")
 
 
 def test_profiled_run_is_not_compared_with_unprofiled(generated_db: Path) -> None:
@@ -203,9 +246,10 @@ def test_markdown_output(sample_db: Path) -> None:
                                  "eagle3-untuned", "--db", str(sample_db), "--format",
                                  "markdown"])
     assert result.stdout.startswith(
-        "### eagle3-untuned vs baseline-untuned: **improvement** (exit 0)")
-    assert "| decode throughput @ 1 running | 88 / 88 | 62.90 → 75.90 | 1.207 |" \
-        in result.stdout
+        "### eagle3-untuned vs baseline-untuned: **improvement** [unreplicated: launch noise "
+        "unknown] (exit 0)")
+    assert "| decode throughput @ 1 running | 1 / 1 | 1.207 | – | – | improvement | " \
+        "88 / 88 | 62.90 → 75.90 | 2.2e-30 |" in result.stdout
 
 
 # ------------------------------------------------------------------- the statistics

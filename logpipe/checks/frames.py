@@ -12,7 +12,8 @@ from typing import Any
 import polars as pl
 
 from logpipe.changepoints import change_points, judge_history
-from logpipe.compare import Options, RunSamples, compare_runs, load_run
+from logpipe.compare import Options, RunSamples, compare_runs, load_run, noise_for
+from logpipe.launches import Noise
 from logpipe.store import Store
 from logpipe.verdicts import Verdict, VerdictCache
 
@@ -39,24 +40,36 @@ ORDER BY spec
 def speculation_vs_baseline(store: Store, params: dict[str, Any],
                             cache: VerdictCache | None = None) -> pl.DataFrame:
     """Each paired speculative run against its nearest same-environment baseline in time
-    (of those `spec_pairing` lists), judged by `compare`'s rule.  One pair per speculative
+    (of those `spec_pairing` lists), judged by `compare`'s rule: one launch each, against
+    the environment's measured launch noise where the database has A/A pairs for it
+    (else the within-launch verdict, labelled unreplicated).  One pair per speculative
     run keeps the check linear in the number of runs; drift between baselines is the
-    history checks' business.  Verdicts whose inputs are unchanged come from ``cache``."""
+    history checks' business.  Verdicts whose inputs (the noise included) are unchanged
+    come from ``cache``."""
     options = Options(threshold=float(params.get("threshold", 0.03)))
     cache = cache or VerdictCache()
     rows = []
     loaded: dict[str, RunSamples] = {}
+    noises: dict[tuple[str | None, str | None], dict[int, Noise]] = {}
 
     def run(name: str) -> RunSamples:
         if name not in loaded:
             loaded[name] = load_run(store, name)
         return loaded[name]
 
+    def noise(run_id: str) -> dict[int, Noise]:
+        fp, model = store.one("SELECT env_fingerprint, model FROM runs WHERE run_id = ?",
+                              [run_id]) or (None, None)
+        if (fp, model) not in noises:
+            noises[(fp, model)] = noise_for(store, fp, model)
+        return noises[(fp, model)]
+
     for spec_name, base_name, spec_id, base_id in store.all(_NEAREST_BASELINE_SQL):
-        key = cache.key(spec_id, base_id, options)
+        measured = noise(base_id)
+        key = cache.key(spec_id, base_id, options, repr(sorted(measured.items())))
         verdict = cache.get(key)
         if verdict is None:
-            verdict = _judge(run(base_name), run(spec_name), options)
+            verdict = _judge(run(base_name), run(spec_name), options, measured)
             cache.put(key, spec_id, base_id, verdict)
         rows.append({"spec_run": spec_name, "baseline_run": base_name, "verdict": verdict[0],
                      "speedup": verdict[1], "detail": verdict[2]})
@@ -65,10 +78,11 @@ def speculation_vs_baseline(store: Store, params: dict[str, Any],
                                       "detail": pl.String})
 
 
-def _judge(base: RunSamples, spec: RunSamples, options: Options) -> Verdict:
-    c = compare_runs(base, spec, options)
+def _judge(base: RunSamples, spec: RunSamples, options: Options,
+           noise: dict[int, Noise]) -> Verdict:
+    c = compare_runs(base, spec, options, noise)
     decode = [m for m in c.metrics if m.name == "decode throughput"]
-    detail = "; ".join(f"@{m.stratum} running: {m.test.detail}" for m in decode)
+    detail = "; ".join(f"@{m.stratum} running: {(m.launch or m.test).detail}" for m in decode)
     speedup = (c.speculation or {}).get("speedup")
     return (c.verdict, round(speedup, 4) if speedup is not None else None,
             detail or "; ".join(c.notes))

@@ -232,7 +232,59 @@ def _metric_label(m: Any) -> str:
 
 def _metric_verdict(m: Any) -> str:
     """A diagnostic's verdict is shown, marked as one that does not decide."""
-    return m.test.verdict if m.gates else f"{m.test.verdict} (diagnostic)"
+    return m.verdict if m.gates else f"{m.test.verdict} (diagnostic)"
+
+
+def _launch_cells(m: Any) -> tuple[str, str, str, str]:
+    """(launches, ratio, 95% CI, p) of the launch-level test; the within-launch test's
+    numbers where the metric has none (diagnostics)."""
+    t = m.launch
+    if t is None:
+        return ("–", _num(m.test.ratio, 3),
+                (f"{_num(m.test.ci_low, 3)}–{_num(m.test.ci_high, 3)}"
+                 if m.test.ci_low is not None else "–"),
+                f"{m.test.p_value:.2g}" if m.test.p_value is not None else "–")
+    ka, kb = t.launches
+    return (f"{ka} / {kb}", _num(t.ratio, 3),
+            f"{_num(t.ci_low, 3)}–{_num(t.ci_high, 3)}" if t.ci_low is not None else "–",
+            f"{t.p_value:.2g}" if t.p_value is not None else "–")
+
+
+def _launch_json(t: Any) -> dict[str, Any] | None:
+    if t is None:
+        return None
+    return {"method": t.method, "launches": {"reference": t.names_a, "candidate": t.names_b},
+            "values": [t.values_a, t.values_b], "ratio": t.ratio,
+            "ci95": [t.ci_low, t.ci_high], "p_value": t.p_value, "df": t.df,
+            "round_ratios": t.round_ratios, "verdict": t.verdict, "detail": t.detail,
+            "label": t.label, "disagreeing_round": t.disagreeing}
+
+
+def _launch_lines(c: Any) -> list[str]:
+    """The launches of each arm, how the verdict is replicated, and the round ratios."""
+    out = []
+    if c.replication:
+        out.append(f"Launches: {c.replication}")
+    if any(len(v) > 1 for v in c.arms.values()):
+        for side, names in zip(("reference", "candidate"), c.arms.values(), strict=False):
+            out.append(f"  {side} launches: " + ", ".join(names))
+    m = next((m for m in c.metrics if m.launch is not None and m.launch.round_ratios
+              and m.name == "decode throughput" and m is _primary(c)), None)
+    if m is not None:
+        out.append(f"  round ratios @ {m.stratum} running (candidate / reference): "
+                   + ", ".join(f"{r:.3f}" for r in m.launch.round_ratios))
+    if c.noise and c.unreplicated is False and any(
+            m.launch is not None and m.launch.method == "launch noise" for m in c.metrics):
+        p = _primary(c)
+        if p is not None and p.stratum in c.noise:
+            out.append(f"  {c.noise[p.stratum].describe()} (@ {p.stratum} running)")
+    return out
+
+
+def _primary(c: Any) -> Any:
+    from logpipe.compare import primary_metric
+
+    return primary_metric(c)
 
 
 def comparison_dict(c: Any) -> dict[str, Any]:
@@ -261,8 +313,16 @@ def comparison_dict(c: Any) -> dict[str, Any]:
             "n": [m.test.n_a, m.test.n_b], "median": [m.test.median_a, m.test.median_b],
             "iqr": [m.test.iqr_a, m.test.iqr_b], "ratio": m.test.ratio,
             "ci95": [m.test.ci_low, m.test.ci_high], "p_value": m.test.p_value,
-            "verdict": m.test.verdict, "detail": m.test.detail, "gates": m.gates,
+            "within_launch": {"n": [m.test.n_a, m.test.n_b],
+                              "verdict": m.test.verdict, "detail": m.test.detail},
+            "launch_level": _launch_json(m.launch),
+            "verdict": m.verdict, "detail": (m.launch or m.test).detail, "gates": m.gates,
         } for m in c.metrics],
+        "arms": c.arms,
+        "replication": c.replication,
+        "same_configuration": c.same_configuration,
+        "launch_noise": {str(s): {"log_sd": n.log_sd, "df": n.df, "launches": n.launches,
+                                  "pairs": n.pairs} for s, n in c.noise.items()},
         "unmatched_strata": c.unmatched_strata,
         "excluded_lines": c.excluded,
         "speculation": c.speculation,
@@ -293,8 +353,16 @@ def _speculation_lines(c: Any) -> list[str]:
     return out
 
 
+def _head_label(c: Any) -> str:
+    if c.unreplicated and c.exit_code in (0, 1) and not c.same_configuration \
+            and c.verdict in ("regression", "improvement", "no significant change"):
+        return " [unreplicated: launch noise unknown]"
+    return ""
+
+
 def comparison_text(c: Any) -> str:
-    head = f"{c.candidate} vs {c.reference} (reference): {c.verdict.upper()} (exit {c.exit_code})"
+    head = (f"{c.candidate} vs {c.reference} (reference): {c.verdict.upper()}"
+            f"{_head_label(c)} (exit {c.exit_code})")
     lines = [head]
     if c.env_status == "same run":
         lines.append("Environment: same run")
@@ -308,16 +376,16 @@ def comparison_text(c: Any) -> str:
         if treat:
             lines.append("  treatment: " + ", ".join(f"{i.key}={_v(i.b)}" for i in treat))
     if c.metrics:
-        rows = [(_metric_label(m), f"{m.test.n_a} / {m.test.n_b}",
+        lines += _launch_lines(c)
+        rows = [(_metric_label(m), *_launch_cells(m), _metric_verdict(m),
+                 f"{m.test.n_a} / {m.test.n_b}",
                  f"{_num(m.test.median_a)} / {_num(m.test.median_b)}",
-                 _num(m.test.ratio, 3),
-                 (f"{_num(m.test.ci_low, 3)}–{_num(m.test.ci_high, 3)}"
-                  if m.test.ci_low is not None else "–"),
-                 f"{m.test.p_value:.2g}" if m.test.p_value is not None else "–",
-                 _metric_verdict(m)) for m in c.metrics]
-        lines.append(rows_text(["metric", "n (ref / cand)", "median (ref / cand)", "ratio",
-                                "95% CI", "p", "verdict"], rows, "table").rstrip("\n")
-                     .rsplit("\n", 1)[0])
+                 f"{m.test.p_value:.2g}" if m.test.p_value is not None else "–")
+                for m in c.metrics]
+        lines.append(rows_text(["metric", "launches", "ratio", "95% CI", "p", "verdict",
+                                "lines (within launch)", "median ref / cand (within)",
+                                "p (within)"], rows, "table")
+                     .rstrip("\n").rsplit("\n", 1)[0])
     lines += _speculation_lines(c)
     for name, strata in c.unmatched_strata.items():
         if strata:
@@ -328,7 +396,8 @@ def comparison_text(c: Any) -> str:
 
 
 def comparison_markdown(c: Any) -> str:
-    lines = [f"### {c.candidate} vs {c.reference}: **{c.verdict}** (exit {c.exit_code})", ""]
+    lines = [f"### {c.candidate} vs {c.reference}: **{c.verdict}**{_head_label(c)} "
+             f"(exit {c.exit_code})", ""]
     if c.env_diff is not None and c.env_diff.identity:
         lines.append("| identity key | " + c.reference + " | " + c.candidate + " |")
         lines.append("|---|---|---|")
@@ -336,15 +405,18 @@ def comparison_markdown(c: Any) -> str:
             lines.append(f"| `{i.key}` | {_v(i.a)} | {_v(i.b)} |")
         lines.append("")
     if c.metrics:
-        lines.append("| metric | n | median (ref → cand) | ratio | 95% CI | p | verdict |")
-        lines.append("|---|---|---|---|---|---|---|")
+        lines += [f"- {x.strip()}" for x in _launch_lines(c)]
+        lines.append("")
+        lines.append("| metric | launches | ratio | 95% CI | p | verdict | "
+                     "lines (within launch) | median ref → cand (within) | p (within) |")
+        lines.append("|---|---|---|---|---|---|---|---|---|")
         for m in c.metrics:
             t = m.test
-            ci = f"{_num(t.ci_low, 3)}–{_num(t.ci_high, 3)}" if t.ci_low is not None else "–"
             p = f"{t.p_value:.2g}" if t.p_value is not None else "–"
-            lines.append(f"| {_metric_label(m)} | {t.n_a} / {t.n_b} | {_num(t.median_a)} → "
-                         f"{_num(t.median_b)} | {_num(t.ratio, 3)} | {ci} | {p} | "
-                         f"{_metric_verdict(m)} |")
+            k, ratio, ci, lp = _launch_cells(m)
+            lines.append(f"| {_metric_label(m)} | {k} | {ratio} | {ci} | {lp} | "
+                         f"{_metric_verdict(m)} | {t.n_a} / {t.n_b} | {_num(t.median_a)} → "
+                         f"{_num(t.median_b)} | {p} |")
         lines.append("")
     lines += [f"- {x}" for x in _speculation_lines(c)]
     lines += [f"- {n}" for n in c.notes]

@@ -104,9 +104,9 @@ def _ratio_cells(c: Any) -> list[Any]:
     m = primary_metric(c)
     if m is None:
         return ["–", "–", "–"]
-    ci = (f"{m.test.ci_low:.3f}–{m.test.ci_high:.3f}" if m.test.ci_low is not None else "–")
-    return [f"@{m.stratum} running", None if m.test.ratio is None else round(m.test.ratio, 3),
-            ci]
+    t = m.launch or m.test
+    ci = f"{t.ci_low:.3f}–{t.ci_high:.3f}" if t.ci_low is not None else "–"
+    return [f"@{m.stratum} running", None if t.ratio is None else round(t.ratio, 3), ci]
 
 
 def _spec_cells(c: Any) -> list[Any]:
@@ -121,7 +121,8 @@ def _experiments(store: Store, runs: list[tuple[str, str]]) -> list[tuple[str, s
     """What an engineer asks first: each campaign's candidates against its baseline with
     the rounds side by side, and each speculative run against its same-environment
     baseline."""
-    from logpipe.compare import DEFAULTS, compare_runs, load_run, pool
+    from logpipe.compare import judge_campaign
+    from logpipe.errors import LogpipeError
 
     sections: list[tuple[str, str]] = []
     ids = [rid for rid, _ in runs]
@@ -153,20 +154,25 @@ def _experiments(store: Store, runs: list[tuple[str, str]]) -> list[tuple[str, s
                          if any(f.get("role") == "baseline" for _, _, f in ms)), None)
         verdicts = []
         if base_arm is not None:
-            base = pool(f"{plan}-{base_arm}", [load_run(store, rid) for rid, _, _ in
-                                               arms[base_arm]])
-            for arm, ms in arms.items():
-                if arm == base_arm:
-                    continue
-                cand = pool(f"{plan}-{arm}", [load_run(store, rid) for rid, _, _ in ms])
-                c = compare_runs(base, cand, DEFAULTS)
-                verdicts.append([arm, base_arm, c.verdict, *_ratio_cells(c), *_spec_cells(c),
-                                 "; ".join(c.notes[:3])])
+            try:
+                judged = judge_campaign(store, plan)
+            except LogpipeError as exc:
+                judged = []
+                verdicts.append(["–", base_arm, "not judged", "–", "–", "–", "–", "–", "–",
+                                 str(exc)])
+            for c in judged:
+                ratios = next((", ".join(f"{r:.3f}" for r in m.launch.round_ratios)
+                               for m in c.metrics if m.launch is not None
+                               and m.launch.round_ratios), "")
+                verdicts.append([c.candidate.removeprefix(plan + "-"), base_arm, c.verdict,
+                                 *_ratio_cells(c), *_spec_cells(c),
+                                 "; ".join(([f"round ratios {ratios}"] if ratios else [])
+                                           + [c.replication] + c.notes[:2])])
         body = table + (_table(["candidate", "baseline", "verdict", "stratum",
                                 "decode ratio", "95% CI", "speedup", "accept length",
                                 "break-even accept length", "notes"], verdicts)
                         if verdicts else "<p>No baseline arm among these runs.</p>")
-        sections.append((f"Campaign {plan}: rounds side by side, rounds of an arm pooled",
+        sections.append((f"Campaign {plan}: rounds side by side, judged launch by launch",
                          body))
     from logpipe.compare import compare_with_baseline
 

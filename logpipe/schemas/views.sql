@@ -163,6 +163,73 @@ SELECT r.run_id, r.name, r.model, r.tp_size, r.dp_size, r.ep_size, r.pp_size,
        s.min_ts_step_s
 FROM runs r LEFT JOIN run_summary_stats(NULL) s USING (run_id);
 
+-- The launch is the unit (statistics.md §2b): one value per launch and stratum, the
+-- steady median decode throughput of the launch at that running-request level, where the
+-- launch has at least 3 steady decode lines there (logpipe.launches.MIN_LAUNCH_LINES).
+-- launch_values_of(rid) is the same for one run (NULL: every run).
+CREATE OR REPLACE MACRO launch_values_of(rid) AS TABLE
+SELECT run_id, running_req AS stratum, count(*) AS lines,
+       median(gen_throughput) AS steady_tps
+FROM run_batch_states(rid)
+WHERE kind = 'decode' AND state = 'steady' AND gen_throughput > 0
+  AND running_req IS NOT NULL
+GROUP BY ALL
+HAVING count(*) >= 3;
+
+CREATE OR REPLACE VIEW launch_values AS SELECT * FROM launch_values_of(NULL);
+
+-- What a launch ran, as one key: every identity, treatment and capacity key with its
+-- value, and the user's tags (annotation keys -- ports, paths, clocks, plan and round
+-- names -- left out), and
+-- the workload of its benchmark (tool, dataset, request rate, concurrency, prompts) where
+-- one is linked.  Two launches with the same fingerprint, model, config_key and workload
+-- are repeats of one configuration: an A/A pair.
+CREATE OR REPLACE VIEW run_configs AS
+WITH cfg AS (
+    SELECT run_id,
+           md5(coalesce(string_agg(key || '=' || coalesce(value, 'null'), chr(10)
+                                   ORDER BY key) FILTER (WHERE tier <> 'annotation'
+                                                         OR key LIKE 'tag.%'), ''))
+             AS config_key
+    FROM run_env GROUP BY run_id
+),
+wl AS (
+    SELECT run_id,
+           string_agg(DISTINCT concat_ws('/', tool, dataset_name, request_rate,
+                                         max_concurrency, num_prompts), '; ') AS workload
+    FROM bench_results WHERE duplicate_of IS NULL AND run_id IS NOT NULL GROUP BY run_id
+)
+SELECT r.run_id, r.name, r.env_fingerprint, r.model, r.env_complete, r.profiled,
+       coalesce(c.config_key, md5('')) AS config_key, w.workload
+FROM runs r LEFT JOIN cfg c USING (run_id) LEFT JOIN wl w USING (run_id);
+
+-- The measured launch-to-launch noise of an environment: per fingerprint, model and
+-- stratum, the pooled standard deviation of log per-launch medians over every group of
+-- repeat launches of one configuration and workload (A/A pairs; ab's baseline rounds are
+-- such a group).  Launches with an unknown environment or a profiler are left out.
+--   log_sd: pooled SD of ln(steady_tps); spread: exp(log_sd) - 1 (one SD, as a share)
+--   df: degrees of freedom (launches - groups); pairs: A/A pairs the groups hold
+--   max_pair_diff: the largest ratio - 1 between two launches of one group
+CREATE OR REPLACE VIEW launch_noise AS
+WITH v AS (
+    SELECT c.env_fingerprint, c.model, c.config_key, coalesce(c.workload, '') AS workload,
+           l.stratum, ln(l.steady_tps) AS y
+    FROM launch_values l JOIN run_configs c USING (run_id)
+    WHERE c.env_complete AND NOT coalesce(c.profiled, false)
+),
+g AS (
+    SELECT env_fingerprint, model, config_key, workload, stratum, count(*) AS n,
+           sum((y - m) ^ 2) AS ss, max(y) - min(y) AS log_range
+    FROM (SELECT *, avg(y) OVER (PARTITION BY env_fingerprint, model, config_key, workload,
+                                 stratum) AS m FROM v)
+    GROUP BY ALL HAVING count(*) >= 2
+)
+SELECT env_fingerprint, model, stratum, sum(n)::BIGINT AS launches,
+       sum(n * (n - 1) // 2)::BIGINT AS pairs, count(*) AS configurations,
+       sum(n - 1)::BIGINT AS df, sqrt(sum(ss) / sum(n - 1)) AS log_sd,
+       exp(sqrt(sum(ss) / sum(n - 1))) - 1 AS spread, exp(max(log_range)) - 1 AS max_pair_diff
+FROM g GROUP BY ALL;
+
 -- Every (speculative run, baseline run) of the same model, with what keeps them apart.
 -- differing_keys: identity keys whose values differ (or are set in only one run).
 CREATE OR REPLACE VIEW run_pairs AS

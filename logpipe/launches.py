@@ -1,0 +1,247 @@
+"""The launch is the unit (statistics.md §2b): verdicts on one value per launch and stratum.
+
+The lines of one launch are repeated, autocorrelated measurements of one condition; what
+decides whether a difference is real is how much two launches of the *same* configuration
+differ.  So every verdict here is decided on per-launch values (the steady median of a
+launch at one running-request level), on the log scale:
+
+- **paired rounds** (both arms have k ≥ 2 launches, paired by round): the per-round log
+  ratios, their mean with a Student-t 95% interval (df = k − 1); with k ≥ 6 the p-value is
+  an exact sign-flip test over the rounds (2^k arrangements), which needs no normality;
+- **Welch** (arms of different sizes, each ≥ 2): Welch's t on the per-launch log values;
+- **launch noise** (an arm of one launch): the difference against the environment's
+  measured launch noise (:class:`Noise`, the ``launch_noise`` view's pooled spread);
+- **unreplicated** (one launch each, no noise measured): the within-launch verdict stands,
+  labelled ``unreplicated: launch noise unknown``.
+
+A replicated change is called an improvement or a regression only when p < α, the ratio is
+beyond the practical threshold δ and its 95% interval lies entirely beyond 1 ± δ: the same
+three conditions as the within-launch rule (:mod:`logpipe.stats`), on launches.
+Pure: numbers in, a :class:`LaunchTest` out; the database side is :func:`noise_for`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy import stats as sps
+
+MIN_LAUNCH_LINES = 3
+"""Steady decode lines a launch needs at a stratum for its median there to count as the
+launch's value (the ``launch_values`` view applies the same floor)."""
+
+UNREPLICATED = "unreplicated: launch noise unknown"
+UNREPLICATED_HINT = "`logpipe ab --rounds 3` measures the launch noise of this environment"
+SIGN_FLIP_MIN_ROUNDS = 6
+EXACT_SIGN_FLIP_MAX = 16
+"""Up to this many rounds the sign-flip test enumerates every arrangement; beyond, it
+draws a fixed-seed sample of 2^16 of them."""
+
+
+@dataclass(frozen=True)
+class Noise:
+    """How much the log per-launch median varies between launches of one configuration."""
+
+    log_sd: float
+    df: int
+    launches: int
+    pairs: int
+    configurations: int
+
+    def describe(self) -> str:
+        return (f"launch noise ±{(math.exp(self.log_sd) - 1) * 100:.1f}% (1 SD) measured on "
+                f"{self.pairs} A/A pair(s) of {self.launches} launches in "
+                f"{self.configurations} configuration(s) of this environment")
+
+
+def pool_noise(groups: Sequence[Sequence[float]]) -> Noise | None:
+    """The pooled spread of log values over groups of repeat launches (each group one
+    configuration, workload and stratum); None when no group has two launches."""
+    usable = [np.log(np.asarray(g, dtype=float)) for g in groups if len(g) >= 2]
+    if not usable:
+        return None
+    df = sum(len(g) - 1 for g in usable)
+    ss = sum(float(np.sum((g - g.mean()) ** 2)) for g in usable)
+    return Noise(math.sqrt(ss / df), df, sum(len(g) for g in usable),
+                 sum(len(g) * (len(g) - 1) // 2 for g in usable), len(usable))
+
+
+@dataclass
+class LaunchTest:
+    """The launch-level outcome for one metric (candidate arm ``b`` against ``a``)."""
+
+    method: str  # paired rounds | welch | launch noise | unreplicated | insufficient data
+    names_a: list[str]
+    names_b: list[str]
+    values_a: list[float | None]
+    values_b: list[float | None]
+    ratio: float | None = None
+    """exp(mean log difference): the candidate's typical launch over the reference's."""
+    ci_low: float | None = None
+    ci_high: float | None = None
+    p_value: float | None = None
+    df: float | None = None
+    round_ratios: list[float] = field(default_factory=list)
+    verdict: str = "insufficient data"
+    detail: str = ""
+    label: str | None = None
+    disagreeing: str | None = None
+    """A round whose ratio is far from the others', named (paired rounds only)."""
+
+    @property
+    def launches(self) -> tuple[int, int]:
+        return (sum(v is not None for v in self.values_a),
+                sum(v is not None for v in self.values_b))
+
+
+def _t_interval(mean: float, se: float, df: float, alpha: float) -> tuple[float, float, float]:
+    """(low, high, two-sided p) of a mean log difference with standard error ``se``."""
+    if se == 0:
+        return math.exp(mean), math.exp(mean), (1.0 if mean == 0 else 0.0)
+    crit = float(sps.t.ppf(1 - alpha / 2, df))
+    p = float(2 * sps.t.sf(abs(mean) / se, df))
+    return math.exp(mean - crit * se), math.exp(mean + crit * se), p
+
+
+def sign_flip_p(diffs: Sequence[float] | np.ndarray, seed: int = 20_260_504) -> float:
+    """Exact two-sided sign-flip permutation p of the mean of ``diffs`` (the rounds' log
+    ratios): the share of the 2^k sign arrangements whose |mean| is at least the
+    observed one.  Smallest attainable: 2 / 2^k."""
+    d = np.asarray(diffs, dtype=float)
+    k = len(d)
+    observed = abs(d.mean()) - 1e-12
+    if k <= EXACT_SIGN_FLIP_MAX:
+        signs = np.array(list(itertools.product((1.0, -1.0), repeat=k)))
+    else:
+        rng = np.random.default_rng(seed)
+        signs = rng.choice((1.0, -1.0), size=(1 << 16, k))
+    means = np.abs(signs @ d) / k
+    return float(np.mean(means >= observed))
+
+
+def _disagreeing(names: Sequence[str], diffs: np.ndarray, threshold: float) -> str | None:
+    """Name a round whose log ratio is far from the others' (leave-one-out)."""
+    k = len(diffs)
+    floor = math.log1p(2 * threshold)
+    if k == 2:
+        gap = abs(diffs[0] - diffs[1])
+        if gap > max(floor, abs(diffs.mean())):
+            return (f"the two rounds disagree (ratios {math.exp(diffs[0]):.3f} and "
+                    f"{math.exp(diffs[1]):.3f}): more rounds would tell")
+        return None
+    worst, worst_gap = None, 0.0
+    for i in range(k):
+        others = np.delete(diffs, i)
+        spread = float(np.std(others, ddof=1)) if len(others) > 1 else 0.0
+        gap = abs(diffs[i] - others.mean())
+        if gap > max(floor, 4 * spread) and gap > worst_gap:
+            worst, worst_gap = i, gap
+    if worst is None:
+        return None
+    return (f"round {worst + 1} ({names[worst]}) disagrees with the others: ratio "
+            f"{math.exp(diffs[worst]):.3f} against {math.exp(np.delete(diffs, worst).mean()):.3f}"
+            " for the rest")
+
+
+def _decide(t: LaunchTest, higher_is_better: bool | None, alpha: float,
+            threshold: float) -> None:
+    assert t.ratio is not None and t.ci_low is not None and t.ci_high is not None
+    beyond = abs(t.ratio - 1) > threshold
+    ci_beyond = t.ci_low > 1 + threshold or t.ci_high < 1 - threshold
+    p = t.p_value if t.p_value is not None else 1.0
+    size = f"{(t.ratio - 1) * 100:+.1f}%"
+    interval = f"95% CI {t.ci_low:.3f}–{t.ci_high:.3f}"
+    if p < alpha and beyond and ci_beyond:
+        up = t.ratio > 1
+        t.verdict = ("info" if higher_is_better is None else
+                     "improvement" if up == higher_is_better else "regression")
+        t.detail = f"{size} across launches (p = {p:.2g}, {interval})"
+        return
+    t.verdict = "no significant change"
+    why = []
+    if p >= alpha:
+        why.append(f"p = {p:.2g} ≥ {alpha:g}")
+    if not beyond:
+        why.append(f"|{size}| within ±{threshold * 100:g}%")
+    elif not ci_beyond:
+        why.append(f"{interval} reaches into 1 ± {threshold:g}")
+    t.detail = f"{size} across launches: " + "; ".join(why)
+
+
+def judge_launches(names_a: Sequence[str], values_a: Sequence[float | None],
+                   names_b: Sequence[str], values_b: Sequence[float | None], *,
+                   higher_is_better: bool | None, paired: bool, noise: Noise | None,
+                   within: Any = None, alpha: float = 0.05,
+                   threshold: float = 0.03) -> LaunchTest:
+    """Candidate arm ``b`` against reference arm ``a``, one value per launch (None: the
+    launch has no value for this metric).  ``paired``: the i-th launches of the arms are
+    one round.  ``within``: the within-launch :class:`logpipe.stats.Test`, whose verdict
+    stands (labelled) when neither replication nor a measured noise can judge."""
+    t = LaunchTest("insufficient data", list(names_a), list(names_b), list(values_a),
+                   list(values_b))
+    a = [(n, float(v)) for n, v in zip(names_a, values_a, strict=True) if v and v > 0]
+    b = [(n, float(v)) for n, v in zip(names_b, values_b, strict=True) if v and v > 0]
+    if not a or not b:
+        t.detail = ("no launch value in " + ("either arm" if not a and not b else
+                                             "the reference arm" if not a else
+                                             "the candidate arm")
+                    + f" (a launch needs ≥ {MIN_LAUNCH_LINES} steady lines for its median)")
+        return t
+    la = np.log([v for _, v in a])
+    lb = np.log([v for _, v in b])
+    rounds = paired and len(values_a) == len(values_b) and len(values_a) >= 2
+    if rounds:
+        pairs = [(na, math.log(va), math.log(vb))
+                 for na, va, vb in zip(names_a, values_a, values_b, strict=True)
+                 if va and vb and va > 0 and vb > 0]
+        if len(pairs) >= 2:
+            d = np.array([y - x for _, x, y in pairs])
+            k = len(d)
+            mean = float(d.mean())
+            se = float(np.std(d, ddof=1)) / math.sqrt(k)
+            t.method, t.df = "paired rounds", k - 1
+            t.ratio = math.exp(mean)
+            t.ci_low, t.ci_high, t.p_value = _t_interval(mean, se, k - 1, alpha)
+            if k >= SIGN_FLIP_MIN_ROUNDS:
+                t.p_value = sign_flip_p(d)
+            t.round_ratios = [float(math.exp(x)) for x in d]
+            t.disagreeing = _disagreeing([n for n, _, _ in pairs], d, threshold)
+            _decide(t, higher_is_better, alpha, threshold)
+            return t
+    mean = float(lb.mean() - la.mean())
+    t.ratio = math.exp(mean)
+    if len(la) >= 2 and len(lb) >= 2:
+        va, vb = float(np.var(la, ddof=1)) / len(la), float(np.var(lb, ddof=1)) / len(lb)
+        se = math.sqrt(va + vb)
+        df = ((va + vb) ** 2 / (va ** 2 / (len(la) - 1) + vb ** 2 / (len(lb) - 1))
+              if va + vb > 0 else float(len(la) + len(lb) - 2))
+        t.method, t.df = "welch", df
+        t.ci_low, t.ci_high, t.p_value = _t_interval(mean, se, df, alpha)
+        _decide(t, higher_is_better, alpha, threshold)
+        return t
+    if noise is not None:
+        se = noise.log_sd * math.sqrt(1 / len(la) + 1 / len(lb))
+        t.method, t.df = "launch noise", noise.df
+        t.ci_low, t.ci_high, t.p_value = _t_interval(mean, se, noise.df, alpha)
+        _decide(t, higher_is_better, alpha, threshold)
+        t.detail += f"; against the {noise.describe()}"
+        return t
+    t.method, t.label = "unreplicated", UNREPLICATED
+    size = f"{(t.ratio - 1) * 100:+.1f}%"
+    if within is not None and within.verdict != "insufficient data":
+        t.verdict = within.verdict
+        t.detail = f"{size}, judged within launch only ({UNREPLICATED}; {UNREPLICATED_HINT})"
+    elif within is not None:
+        t.verdict = "insufficient data"
+        t.detail = f"{size}; within launch: {within.detail} ({UNREPLICATED})"
+    else:
+        beyond = abs(t.ratio - 1) > threshold
+        t.verdict = ("no significant change" if not beyond or higher_is_better is None else
+                     "improvement" if (t.ratio > 1) == higher_is_better else "regression")
+        t.detail = f"{size} against the ±{threshold * 100:g}% threshold ({UNREPLICATED})"
+    return t
