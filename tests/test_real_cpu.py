@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from logpipe.cli import app
-from logpipe.compare import compare_runs, load_run, pool
+from logpipe.compare import compare_arms, load_run, noise_for
 from logpipe.ingest import ingest_paths
 from logpipe.store import Store
 from tests.conftest import SAMPLES, query
@@ -88,19 +88,61 @@ def test_one_benchmark_one_result(real_db: Path) -> None:
     assert query(real_db, "SELECT count(*) > 200 FROM request_metrics") == [(True,)]
 
 
-def test_the_campaign_verdict_pooled_over_rounds(real_db: Path) -> None:
+def test_the_campaign_verdict_launch_by_launch(real_db: Path) -> None:
+    """Two rounds, paired: the per-round ratios 0.350 and 0.354 are a replicated
+    regression (statistics.md §2b), whichever way the arms are named."""
     with Store.open(real_db, read_only=True) as store:
-        base = pool("base", [load_run(store, n) for n in RUNS[:2]])
-        ngram = pool("ngram", [load_run(store, n) for n in RUNS[2:]])
-    c = compare_runs(base, ngram)
-    assert c.env_status == "comparable" and c.verdict == "regression"
+        base = [load_run(store, n) for n in RUNS[:2]]
+        ngram = [load_run(store, n) for n in RUNS[2:]]
+        noise = noise_for(store, base[0].fingerprint, base[0].model)
+    c = compare_arms(base, ngram, noise=noise)
+    assert c.env_status == "comparable" and c.verdict == "regression" and c.exit_code == 1
     at4 = next(m for m in c.metrics if m.name == "decode throughput" and m.stratum == 4)
-    assert at4.test.ratio == pytest.approx(0.355, abs=0.002)
-    assert c.speculation and round(c.speculation["speedup"] * 100, 1) == -64.5
+    assert at4.launch is not None and at4.launch.method == "paired rounds"
+    assert [round(r, 3) for r in at4.launch.round_ratios] == [0.350, 0.354]
+    assert at4.launch.ci_high is not None and at4.launch.ci_high < 0.97
+    assert at4.test.ratio == pytest.approx(0.355, abs=0.002)  # the lines, as detail
+    assert c.speculation and round(c.speculation["speedup"] * 100, 1) == -64.8
     assert any(n.startswith("max_running_requests auto (2048 in effect) vs 48: derived from "
                             "the treatment") for n in c.notes)
+    cli = CliRunner().invoke(app, ["compare", "--db", str(real_db), "--run",
+                                   ",".join(RUNS[:2]), "--run", ",".join(RUNS[2:])])
+    assert cli.exit_code == 1, cli.output
+    assert "REGRESSION (exit 1)" in cli.output
+    assert "round ratios @ 4 running (candidate / reference): 0.350, 0.354" in cli.output
+    campaign = CliRunner().invoke(app, ["compare", "--db", str(real_db), "--campaign",
+                                        "real-cpu", "--format", "json"])
+    assert campaign.exit_code == 1, campaign.output
+    out = json.loads(campaign.stdout)["comparisons"][0]
+    assert out["arms"] == {"real-cpu-baseline": RUNS[:2], "real-cpu-ngram": RUNS[2:]}
+    assert out["replication"].startswith("2 rounds, paired by recorded round")
     report = runner_report(real_db)
-    assert "Campaign real-cpu" in report
+    assert "Campaign real-cpu" in report and "round ratios 0.350, 0.354" in report
+
+
+def test_two_launches_of_the_baseline_are_an_aa_pair(real_db: Path) -> None:
+    """The lines alone (p = 0.046 at 4 running) would call the second launch 5.6% faster;
+    it is the same command launched twice: launch noise, exit 0."""
+    result = CliRunner().invoke(app, ["compare", "--db", str(real_db), "--run", RUNS[0],
+                                      "--run", RUNS[1], "--format", "json"])
+    assert result.exit_code == 0, result.output
+    c = json.loads(result.stdout)["comparisons"][0]
+    assert c["verdict"] == "same configuration" and c["same_configuration"]
+    assert c["notes"][0].startswith("same configuration: the difference, +5.6% at 4 running, "
+                                    "is launch-to-launch variation")
+    at4 = next(m for m in c["metrics"] if m["stratum_running_req"] == 4)
+    assert at4["within_launch"]["n"] == [78, 81]
+    assert at4["verdict"] == "launch noise"
+    # the baseline pair (and the NGRAM pair) are this environment's launch noise
+    rows = query(real_db, "SELECT stratum, launches, pairs, configurations, round(spread, 3) "
+                          "FROM launch_noise ORDER BY stratum")
+    assert [r[:4] for r in rows] == [(s, 4, 2, 2) for s in (1, 2, 3, 4)]
+    assert rows[3][4] == pytest.approx(0.044, abs=0.001)
+    with Store.open(real_db, read_only=True) as store:
+        run = load_run(store, RUNS[0])
+        python_side = noise_for(store, run.fingerprint, run.model)
+    assert {s: round(n.log_sd, 6) for s, n in python_side.items()} == {
+        s: round(sd, 6) for s, sd in query(real_db, "SELECT stratum, log_sd FROM launch_noise")}
 
 
 def runner_report(db: Path) -> str:

@@ -121,7 +121,7 @@ def _experiments(store: Store, runs: list[tuple[str, str]]) -> list[tuple[str, s
     """What an engineer asks first: each campaign's candidates against its baseline with
     the rounds side by side, and each speculative run against its same-environment
     baseline."""
-    from logpipe.compare import judge_campaign
+    from logpipe.compare import judge_campaign, primary_metric
     from logpipe.errors import LogpipeError
 
     sections: list[tuple[str, str]] = []
@@ -161,9 +161,9 @@ def _experiments(store: Store, runs: list[tuple[str, str]]) -> list[tuple[str, s
                 verdicts.append(["–", base_arm, "not judged", "–", "–", "–", "–", "–", "–",
                                  str(exc)])
             for c in judged:
-                ratios = next((", ".join(f"{r:.3f}" for r in m.launch.round_ratios)
-                               for m in c.metrics if m.launch is not None
-                               and m.launch.round_ratios), "")
+                m = primary_metric(c)
+                ratios = (", ".join(f"{r:.3f}" for r in m.launch.round_ratios)
+                          if m is not None and m.launch is not None else "")
                 verdicts.append([c.candidate.removeprefix(plan + "-"), base_arm, c.verdict,
                                  *_ratio_cells(c), *_spec_cells(c),
                                  "; ".join(([f"round ratios {ratios}"] if ratios else [])
