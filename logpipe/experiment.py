@@ -32,7 +32,6 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from statistics import median
 from typing import IO, Any
 
 from logpipe.env import Tiers, capture, launch_args
@@ -585,7 +584,9 @@ class PlanResult:
     launches: list[tuple[int, Arm, LaunchResult]]
     comparisons: list[Any] = field(default_factory=list)
     rounds: dict[str, dict[int, float | None]] = field(default_factory=dict)
-    """Per arm: each round's steady decode throughput (median)."""
+    """Per arm: each round's steady decode throughput (median; at ``rounds_stratum`` once
+    judged)."""
+    rounds_stratum: int | None = None
     sweep: Any = None
     """The sweep over the plan's ``[sweep]`` key, among its runs (:mod:`logpipe.sweep`)."""
     checks: list[tuple[str, str, list[dict[str, Any]]]] = field(default_factory=list)
@@ -651,8 +652,7 @@ def _judge_plan(result: PlanResult, db: Path, options: Any) -> None:
                 launches={plan.baseline.name: by_arm[plan.baseline.name],
                           **{c.name: by_arm[c.name] for c in judged}},
                 baseline=plan.baseline.name)
-    for c in result.comparisons:
-        _rounds_note(result, c)
+    _rounds_at_stratum(result)
     _plan_checks(result, db)
     if plan.sweep_key is not None:
         from logpipe.sweep import sweep
@@ -688,24 +688,25 @@ def _plan_checks(result: PlanResult, db: Path) -> None:
         result.checks.append((f"{r.check.suite}: {r.check.name}", status, mine))
 
 
-def _rounds_note(result: PlanResult, c: Any) -> None:
-    """Say when an arm's rounds disagree more than the arms do."""
-    plan = result.plan
-    base = [v for v in result.rounds.get(plan.baseline.name, {}).values() if v]
-    arm = c.candidate.removeprefix(plan.name + "-")
-    cand = [v for v in result.rounds.get(arm, {}).values() if v]
-    if len(base) < 2 and len(cand) < 2 or not base or not cand:
-        return
-    between = abs(median(cand) / median(base) - 1)
-    spreads = {name: (max(v) - min(v)) / median(v) for name, v in
-               ((plan.baseline.name, base), (arm, cand)) if len(v) > 1}
-    worst = max(spreads.items(), key=lambda kv: kv[1])
-    if worst[1] > between:
-        result.notes.append(
-            f"rounds disagree more than the arms do: {worst[0]}'s rounds differ by "
-            f"{worst[1] * 100:.1f}% while {arm} and {plan.baseline.name} differ by "
-            f"{between * 100:.1f}%: the session drifted; more rounds would tell")
+def _rounds_at_stratum(result: PlanResult) -> None:
+    """Each arm's rounds as the judgement sees them: the launch's steady median at the
+    stratum the verdict leads with (one definition of a launch's throughput everywhere)."""
+    from logpipe.compare import primary_metric
 
+    plan = result.plan
+    for c in result.comparisons:
+        m = primary_metric(c)
+        if m is None or m.launch is None:
+            continue
+        result.rounds_stratum = m.stratum
+        for arm_name, names, values in ((plan.baseline.name, m.launch.names_a,
+                                         m.launch.values_a),
+                                        (c.candidate.removeprefix(plan.name + "-"),
+                                         m.launch.names_b, m.launch.values_b)):
+            for name, value in zip(names, values, strict=True):
+                round_ = name.rsplit("-r", 1)[-1]
+                if round_.isdigit():
+                    result.rounds.setdefault(arm_name, {})[int(round_)] = value
 
 
 def plan_from_flags(*, baseline: str, candidates: list[str], bench: str, rounds: int,

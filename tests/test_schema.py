@@ -57,7 +57,8 @@ def test_documented_views_exist(db: Path) -> None:
     assert views == ["batch_states", "steady_decode", "run_pairs", "spec_pairing",
                      "bench_vs_log", "phase_summary", "profiling_overhead", "kernel_summary",
                      "kernel_class_summary", "annotation_summary", "run_summary",
-                     "run_batch_ranges", "run_data_keys"]
+                     "launch_values", "run_configs", "launch_noise", "run_batch_ranges",
+                     "run_data_keys"]
     with Store.open(db) as store:
         for view in views:
             assert store.columns(view), view

@@ -474,7 +474,9 @@ def plan_text(result: Any) -> str:
     rounds = sorted({r for arm in result.rounds.values() for r in arm})
     rows = [(arm, *[(_num(v, 1) if (v := result.rounds[arm].get(r)) is not None else "–")
                     for r in rounds]) for arm in result.rounds]
-    lines.append(rows_text(["arm (steady decode tok/s)", *[f"round {r}" for r in rounds]],
+    at = (f" @ {result.rounds_stratum} running" if getattr(result, "rounds_stratum", None)
+          is not None else "")
+    lines.append(rows_text([f"arm (steady decode tok/s{at})", *[f"round {r}" for r in rounds]],
                            rows, "table").rstrip("\n").rsplit("\n", 1)[0])
     for _, _, res in result.launches:
         lines.append(f"  {res.name}: {res.status}"

@@ -161,9 +161,9 @@ def _experiments(store: Store, runs: list[tuple[str, str]]) -> list[tuple[str, s
                 verdicts.append(["–", base_arm, "not judged", "–", "–", "–", "–", "–", "–",
                                  str(exc)])
             for c in judged:
-                m = primary_metric(c)
-                ratios = (", ".join(f"{r:.3f}" for r in m.launch.round_ratios)
-                          if m is not None and m.launch is not None else "")
+                lead = primary_metric(c)
+                ratios = (", ".join(f"{r:.3f}" for r in lead.launch.round_ratios)
+                          if lead is not None and lead.launch is not None else "")
                 verdicts.append([c.candidate.removeprefix(plan + "-"), base_arm, c.verdict,
                                  *_ratio_cells(c), *_spec_cells(c),
                                  "; ".join(([f"round ratios {ratios}"] if ratios else [])
