@@ -31,6 +31,7 @@ from logpipe.experiment import (
     load_plan,
     run_plan,
 )
+from logpipe.report import plan_text
 from tests.conftest import ROOT, SAMPLES, query
 
 runner = CliRunner()
@@ -305,6 +306,17 @@ def test_ab_runs_a_plan_end_to_end(tmp_path: Path) -> None:
     assert c.speculation and c.speculation["baseline_tps"] > c.speculation["spec_tps"]
     assert any("derived from the treatment" in n for n in c.notes)
     assert set(result.rounds) == {"baseline", "ngram"}
+    # judged launch by launch: two rounds paired, their ratios printed with the verdict
+    lead = next(m for m in c.metrics if m.launch is not None and m.launch.round_ratios)
+    assert lead.launch.method == "paired rounds" and len(lead.launch.round_ratios) == 2
+    assert c.replication.startswith("2 rounds, paired by recorded round")
+    text = plan_text(result)
+    assert "round ratios @ " in text and "Launches: 2 rounds, paired" in text
+    assert f"arm (steady decode tok/s @ {result.rounds_stratum} running)" in text
+    # compare --campaign later gives the same verdict as ab did
+    again = runner.invoke(app, ["compare", "--campaign", "demo", "--db", str(db)])
+    assert again.exit_code == result.exit_code == 1, again.output
+    assert "round ratios @ " in again.stdout
     # the checks ran too, cut to this plan: the pair is found, and its regression flagged
     checks = {name: (status, rows) for name, status, rows in result.checks}
     assert checks["pairing: every speculative run has a same-environment baseline"][0] == \
