@@ -61,12 +61,16 @@ class Noise:
 
 def pool_noise(groups: Sequence[Sequence[float]]) -> Noise | None:
     """The pooled spread of log values over groups of repeat launches (each group one
-    configuration, workload and stratum); None when no group has two launches."""
+    configuration, workload and stratum); None when no group has two launches, or when
+    every repeat gave exactly the same value (copies of one log, not launches: a spread
+    of zero would make any difference significant)."""
     usable = [np.log(np.asarray(g, dtype=float)) for g in groups if len(g) >= 2]
     if not usable:
         return None
     df = sum(len(g) - 1 for g in usable)
     ss = sum(float(np.sum((g - g.mean()) ** 2)) for g in usable)
+    if ss <= 0:
+        return None
     return Noise(math.sqrt(ss / df), df, sum(len(g) for g in usable),
                  sum(len(g) * (len(g) - 1) // 2 for g in usable), len(usable))
 

@@ -3,10 +3,13 @@
 :func:`sweep` groups runs whose identity tier is equal except for the swept key (a
 treatment key such as ``speculative_num_steps``, or an identity key the user names on
 purpose such as ``NCCL_ALGO``), pools the steady decode samples of each value in the most
-common concurrency stratum, and reports per value the median throughput with a bootstrap
-95% CI, the accept length and the break-even accept length against the group's own
-baseline.  The best value is the highest median; values that `compare`'s rule cannot tell
-apart from it are reported as tied.
+common concurrency stratum, and reports per value the median throughput with its 95% CI,
+each launch's own median (the launch is the unit, statistics.md §2b), the accept length
+and the break-even accept length against the group's own baseline.  The best value is the
+highest median; values that `compare`'s launch rule cannot tell apart from it are reported
+as tied, and the optimum is said to be replicated only when it was judged across launches
+(several launches per value, or one each against the environment's measured launch
+noise); otherwise it is labelled unreplicated.
 """
 
 from __future__ import annotations
@@ -18,9 +21,10 @@ from typing import Any
 import numpy as np
 import scipy.stats as sps
 
-from logpipe.compare import load_run
+from logpipe.compare import load_run, noise_for
 from logpipe.env import canonical, fingerprint
 from logpipe.errors import LogpipeError
+from logpipe.launches import MIN_LAUNCH_LINES, UNREPLICATED, judge_launches
 from logpipe.stats import compare_samples
 from logpipe.store import Store
 
@@ -36,6 +40,8 @@ class SweepPoint:
     accept_len: float | None
     break_even_accept_len: float | None
     speedup: float | None
+    launches: list[float | None] = field(default_factory=list)
+    """Each launch's steady median at the group's stratum, in the order of ``runs``."""
 
 
 @dataclass
@@ -47,6 +53,8 @@ class SweepGroup:
     points: list[SweepPoint]
     best: list[str] = field(default_factory=list)
     verdict: str = ""
+    replicated: bool = False
+    """The optimum was judged across launches, not from the lines of single launches."""
 
 
 @dataclass
@@ -142,8 +150,14 @@ def _group(store: Store, key: str, members: list[tuple[str, str, str | None, str
         lo, hi = _ci_of_median(x) if len(x) >= 2 else (None, None)
         acc = float(np.median(al)) if len(al) else None
         be = acc * base_med / med if acc and base_med and med else None
+        per_launch: list[float | None] = []
+        for rid in ids:
+            d = runs[rid].decode.get(stratum)
+            per_launch.append(float(np.median(d)) if d is not None
+                              and len(d) >= MIN_LAUNCH_LINES else None)
         points.append(SweepPoint(v, [runs[r].name for r in ids], len(x), med, lo, hi, acc, be,
-                                 med / base_med - 1 if med and base_med else None))
+                                 med / base_med - 1 if med and base_med else None,
+                                 per_launch))
     group = SweepGroup(key, stratum if stratum >= 0 else None,
                        [runs[r].name for r in base_ids], base_med, points)
     scored = [p for p in points if p.median is not None]
@@ -151,20 +165,29 @@ def _group(store: Store, key: str, members: list[tuple[str, str, str | None, str
         group.verdict = "insufficient data"
         return group
     top = max(scored, key=lambda p: p.median or 0)
+    first = next(iter(runs.values()))
+    noise = noise_for(store, first.fingerprint, first.model).get(stratum)
     tied = [top.value]
+    methods = set()
     for p in scored:
         if p is top:
             continue
-        t = compare_samples(samples[top.value], samples[p.value], higher_is_better=True,
-                            alpha=alpha, threshold=threshold)
+        within = compare_samples(samples[top.value], samples[p.value], higher_is_better=True,
+                                 alpha=alpha, threshold=threshold)
+        t = judge_launches(top.runs, top.launches, p.runs, p.launches, higher_is_better=True,
+                           paired=False, noise=noise, within=within, alpha=alpha,
+                           threshold=threshold)
+        methods.add(t.method)
         if t.verdict in ("no significant change", "insufficient data"):
             tied.append(p.value)
     group.best = sorted(tied, key=_sort_key)
+    group.replicated = bool(methods) and not methods & {"unreplicated", "insufficient data"}
+    label = "" if group.replicated else f" ({UNREPLICATED}: one launch per value)"
     if len(tied) == 1:
-        group.verdict = f"best {key.removeprefix('arg.')} = {top.value}"
+        group.verdict = f"best {key.removeprefix('arg.')} = {top.value}{label}"
     else:
         group.verdict = (f"best {key.removeprefix('arg.')} ∈ {{{', '.join(group.best)}}}: "
-                         "statistically indistinguishable")
+                         f"statistically indistinguishable{label}")
     return group
 
 
@@ -181,6 +204,7 @@ def sweep_dict(result: SweepResult) -> dict[str, Any]:
         "groups": [{
             "stratum_running_req": g.stratum, "baseline_runs": g.baseline_runs,
             "baseline_median": g.baseline_median, "best": g.best, "verdict": g.verdict,
+            "replicated": g.replicated,
             "points": [p.__dict__ for p in g.points],
         } for g in result.groups],
         "excluded": [{"run": n, "reason": r} for n, r in result.excluded],

@@ -118,6 +118,7 @@ def test_the_campaign_verdict_launch_by_launch(real_db: Path) -> None:
     assert out["replication"].startswith("2 rounds, paired by recorded round")
     report = runner_report(real_db)
     assert "Campaign real-cpu" in report and "round ratios 0.350, 0.354" in report
+    assert "Launch noise (A/A pairs" in report and "launch median (the verdict" in report
 
 
 def test_two_launches_of_the_baseline_are_an_aa_pair(real_db: Path) -> None:

@@ -38,7 +38,10 @@ def test_sweep_finds_two_steps(sample_db: Path) -> None:
     assert excluded["plain"] == "environment unknown (no captured manifest)"
     text = runner.invoke(app, ["sweep", "--by", "speculative_num_steps", "--db",
                                str(sample_db)]).stdout
-    assert text.splitlines()[0].endswith("best speculative_num_steps = 2")
+    assert text.splitlines()[0].endswith("best speculative_num_steps = 2 (unreplicated: "
+                                         "launch noise unknown: one launch per value)")
+    assert out["groups"][0]["replicated"] is False
+    assert points["2"]["launches"] == [75.9, 75.9] and points["1"]["launches"] == [70.5]
 
 
 def test_sweep_reports_ties(tmp_path: Path) -> None:

@@ -614,11 +614,12 @@ def sweep_text(result: Any, fmt: str = "table") -> str:
         title = (f"Sweep over {key} @ {g.stratum} running request(s); {base}: {g.verdict}")
         rows = [(p.value, ", ".join(p.runs), p.n, _num(p.median),
                  f"{_num(p.ci_low)}–{_num(p.ci_high)}" if p.ci_low is not None else "–",
+                 ", ".join(_num(v, 1) for v in p.launches) or "–",
                  _num(p.accept_len), _num(p.break_even_accept_len),
                  f"{p.speedup * 100:+.1f}%" if p.speedup is not None else "–",
                  "best" if p.value in g.best else "") for p in g.points]
-        cols = [key, "runs", "n", "median tok/s", "95% CI", "accept len", "break-even",
-                "vs baseline", ""]
+        cols = [key, "runs", "n", "median tok/s", "95% CI", "per launch", "accept len",
+                "break-even", "vs baseline", ""]
         if fmt == "markdown":
             out.append(f"### {title}\n")
             out.append("| " + " | ".join(cols) + " |")

@@ -17,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from logpipe import __version__
@@ -299,15 +300,26 @@ def _timeline(store: Store, runs: list[tuple[str, str]]) -> dict[str, Any]:
 
 def _distributions(store: Store, runs: list[tuple[str, str]]) -> dict[str, Any]:
     from logpipe.compare import load_run
+    from logpipe.launches import MIN_LAUNCH_LINES
 
     traces = []
+    names, medians = [], []
     for rid, name in runs:
         r = load_run(store, rid)
         for stratum, values in sorted(r.decode.items()):
-            traces.append({"type": "box", "name": f"{name} @{stratum}", "y": values.tolist(),
+            label = f"{name} @{stratum}"
+            traces.append({"type": "box", "name": label, "y": values.tolist(),
                            "boxpoints": "outliers"})
+            if len(values) >= MIN_LAUNCH_LINES:
+                names.append(label)
+                medians.append(float(np.median(values)))
+    # the unit every verdict is decided on: one point per launch and stratum
+    traces.append({"type": "scatter", "mode": "markers", "x": names, "y": medians,
+                   "name": "launch median (the verdict's unit)",
+                   "marker": {"symbol": "diamond", "size": 11, "color": "black"}})
     return {"data": traces, "layout": {
-        "title": {"text": "Steady decode throughput (tok/s) by run and running requests"},
+        "title": {"text": "Steady decode throughput (tok/s) by run and running requests: "
+                          "lines (boxes) and each launch's median (diamonds)"},
         "height": 420, "showlegend": False, "margin": {"l": 60, "r": 20, "t": 50, "b": 120}}}
 
 
@@ -427,6 +439,18 @@ def build_report(db: str | Path, out: str | Path, refs: list[str] | None = None,
             "round(unprofiled_tps, 1), round(overhead_factor, 2) FROM profiling_overhead "
             "ORDER BY 1, 2")
         kernel_section = _kernel_section(store, runs)
+        noise_rows = store.all(
+            "SELECT n.env_fingerprint, n.model, n.stratum, n.launches, n.pairs, "
+            "n.configurations, round(n.spread * 100, 1), round(n.max_pair_diff * 100, 1) "
+            "FROM launch_noise n WHERE n.env_fingerprint IN (SELECT env_fingerprint FROM runs "
+            f"WHERE run_id IN ({marks})) ORDER BY 1, 2, 3", ids)
+    sections.append(("Launch noise (A/A pairs: launches of one configuration)", _table(
+        ["environment", "model", "running requests", "launches", "A/A pairs",
+         "configurations", "1 SD between launches (%)", "largest pair difference (%)"],
+        [list(r) for r in noise_rows]) if noise_rows else
+        "<p>No A/A pair in these runs' environments: differences between single launches "
+        "are unreplicated (launch noise unknown); <code>logpipe ab --rounds 3</code> "
+        "measures it.</p>"))
     if phase_rows:
         sections.append(("Phase shares (speculative decoding)", _table(
             ["run", "phase", "synchronized", "cycles", "share of cycle", "ms per cycle",
