@@ -211,6 +211,8 @@ class LaunchResult:
     bench_exit: int | None = None
     run_ids: list[str] = field(default_factory=list)
     steady_tps: float | None = None
+    steady_stratum: int | None = None
+    """The running-request level ``steady_tps`` is the median at (``run_summary``)."""
     server_info: dict[str, Any] | None = None
     tail: list[str] = field(default_factory=list)
     message: str = ""
@@ -415,12 +417,12 @@ def _ingest(out: Path, db: Path, result: LaunchResult) -> None:
             "ingest failed for " + ", ".join(f"{f.path}: {f.detail}" for f in failed)
     log = str((out / "server.log").resolve())
     with Store.open(db, read_only=True) as store:
-        rows = store.all("SELECT r.run_id, s.steady_gen_throughput FROM runs r "
-                         "LEFT JOIN run_summary s USING (run_id) WHERE r.source_path = ? "
-                         "ORDER BY r.run_seq", [log])
+        rows = store.all("SELECT r.run_id, s.steady_gen_throughput, s.steady_stratum "
+                         "FROM runs r LEFT JOIN run_summary s USING (run_id) "
+                         "WHERE r.source_path = ? ORDER BY r.run_seq", [log])
     result.run_ids = [r[0] for r in rows]
     if rows:
-        result.steady_tps = rows[-1][1]
+        result.steady_tps, result.steady_stratum = rows[-1][1], rows[-1][2]
 
 
 # ------------------------------------------------------------------------------ plans

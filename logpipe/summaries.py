@@ -16,7 +16,7 @@ from logpipe.rules import rules_key
 from logpipe.store import Store
 
 STATS = ("decode_lines", "steady_decode_lines", "steady_gen_throughput", "steady_accept_len",
-         "graph_coverage", "strata", "min_ts_step_s")
+         "graph_coverage", "strata", "min_ts_step_s", "steady_stratum")
 
 _RUN_COLUMNS = """r.run_id, r.name, r.model, r.tp_size, r.dp_size, r.ep_size, r.pp_size,
        r.spec_algorithm, r.role, r.env_fingerprint, r.env_complete, r.profiled,

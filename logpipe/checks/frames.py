@@ -92,7 +92,7 @@ _SERIES_SQL = """
 SELECT s.name, s.started_at, s.env_fingerprint, s.model, s.tp_size, s.dp_size, s.ep_size,
        s.pp_size, coalesce(s.spec_algorithm, 'baseline') AS spec,
        r.spec_num_steps, r.spec_eagle_topk, r.spec_num_draft_tokens,
-       s.steady_gen_throughput AS tps, list_max(s.strata) AS stratum
+       s.steady_gen_throughput AS tps, s.steady_stratum AS stratum
 FROM run_summary s JOIN runs r USING (run_id)
 WHERE s.env_complete AND NOT coalesce(s.profiled, false)
   AND s.steady_gen_throughput IS NOT NULL AND s.started_at IS NOT NULL

@@ -452,7 +452,10 @@ def doctor_text(d: Any) -> str:
 
 def launch_text(r: Any) -> str:
     """What ``logpipe launch`` did: the run, its outcome, its steady decode throughput."""
-    tps = (f"steady decode throughput {r.steady_tps:.1f} tok/s" if r.steady_tps is not None
+    at = (f" @ {r.steady_stratum} running" if getattr(r, "steady_stratum", None) is not None
+          else "")
+    tps = (f"steady decode throughput {r.steady_tps:.1f} tok/s{at}"
+           if r.steady_tps is not None
            else "no steady decode throughput (too few decode lines)")
     lines = [f"Run {r.name}: {r.status}" + (f" ({r.message})" if r.message else ""),
              f"  folder: {r.out}", f"  {tps}"]

@@ -103,12 +103,29 @@ CREATE OR REPLACE VIEW steady_decode AS
 SELECT * FROM batch_states WHERE kind = 'decode' AND state = 'steady';
 
 -- The steady-state statistics of one run (NULL: of every run), one row per run with
--- batch lines; run_summary adds the runs without any.
+-- batch lines; run_summary adds the runs without any.  One steady throughput per launch:
+-- steady_gen_throughput is the median at the run's steady stratum (steady_stratum, the
+-- running-request level with the most steady decode lines; the higher level on a tie),
+-- the value compare, check, ab, sweep, the report and bench_vs_log name with its stratum.
+-- A run whose lines carry no running-request count gets the median of all its steady
+-- decode lines and no stratum.
 CREATE OR REPLACE MACRO run_summary_stats(rid) AS TABLE
+WITH s AS MATERIALIZED (SELECT * FROM run_batch_states(rid)),
+lead AS (
+    SELECT run_id, running_req AS steady_stratum, median(gen_throughput) AS stratum_tps
+    FROM s
+    WHERE kind = 'decode' AND state = 'steady' AND running_req IS NOT NULL
+      AND gen_throughput IS NOT NULL
+    GROUP BY run_id, running_req
+    QUALIFY row_number() OVER (PARTITION BY run_id
+                               ORDER BY count(*) DESC, running_req DESC) = 1
+)
 SELECT s.run_id,
        count(*) FILTER (WHERE s.kind = 'decode') AS decode_lines,
        count(*) FILTER (WHERE s.kind = 'decode' AND s.state = 'steady') AS steady_decode_lines,
-       median(s.gen_throughput) FILTER (WHERE s.kind = 'decode' AND s.state = 'steady')
+       coalesce(any_value(l.stratum_tps),
+                median(s.gen_throughput) FILTER (WHERE s.kind = 'decode'
+                                                 AND s.state = 'steady'))
          AS steady_gen_throughput,
        median(s.accept_len) FILTER (WHERE s.kind = 'decode' AND s.state = 'steady')
          AS steady_accept_len,
@@ -117,8 +134,9 @@ SELECT s.run_id,
        list_sort(list_distinct(list(s.running_req) FILTER (WHERE s.kind = 'decode'
                                                            AND s.state = 'steady')))
          AS strata,
-       min(s.ts_step_s) AS min_ts_step_s
-FROM run_batch_states(rid) s
+       min(s.ts_step_s) AS min_ts_step_s,
+       any_value(l.steady_stratum) AS steady_stratum
+FROM s LEFT JOIN lead l ON l.run_id = s.run_id
 GROUP BY s.run_id;
 
 -- Per run, in one pass over its batch lines: how many, a hash over them (what the per-run
@@ -160,7 +178,7 @@ SELECT r.run_id, r.name, r.model, r.tp_size, r.dp_size, r.ep_size, r.pp_size,
        coalesce(s.decode_lines, 0) AS decode_lines,
        coalesce(s.steady_decode_lines, 0) AS steady_decode_lines,
        s.steady_gen_throughput, s.steady_accept_len, s.graph_coverage, s.strata,
-       s.min_ts_step_s
+       s.min_ts_step_s, s.steady_stratum
 FROM runs r LEFT JOIN run_summary_stats(NULL) s USING (run_id);
 
 -- The launch is the unit (statistics.md §2b): one value per launch and stratum, the
@@ -327,7 +345,7 @@ WHERE r.role = 'speculative';
 -- median TPOT (concurrency × 1000 / TPOT ms), with the gaps.
 CREATE OR REPLACE VIEW bench_vs_log AS
 SELECT r.name AS run, b.source_path, b.line_no, b.tool, b.link_method, b.max_concurrency,
-       s.steady_gen_throughput AS log_steady_tps,
+       s.steady_gen_throughput AS log_steady_tps, s.steady_stratum AS log_stratum,
        b.output_throughput AS bench_output_tps,
        CASE WHEN b.median_tpot_ms > 0
             THEN coalesce(b.max_concurrency, 1) * 1000.0 / b.median_tpot_ms END
