@@ -146,6 +146,11 @@ def test_check_judges_speculation_against_the_launch_noise(tmp_path: Path) -> No
     report = run_checks(db, load_suites(["regressions"]))
     spec = next(r for r in report.results if r.check.name.startswith("speculation is not"))
     assert spec.status == "PASS" and spec.evaluated == 1
+    # an A/A pair alone (the real campaign's two baseline launches): the suite passes
+    aa = tmp_path / "aa.duckdb"
+    assert not ingest_paths([SAMPLES / "real-cpu" / "real-cpu-baseline-r1",
+                             SAMPLES / "real-cpu" / "real-cpu-baseline-r2"], aa).failed
+    assert run_checks(aa, load_suites(["regressions"])).exit_code == 0
     real = tmp_path / "real.duckdb"
     assert not ingest_paths([SAMPLES / "real-cpu"], real).failed
     report = run_checks(real, load_suites(["regressions"]))
