@@ -159,17 +159,25 @@ def ingest(
         if show and total >= PROGRESS_MIN_BYTES:
             progress.start()
 
+    from logpipe.ingest import IngestInterrupted
+    from logpipe.interrupts import catch_signals
+
     try:
-        result = ingest_paths(paths, db, env=env_pairs, tags=tag_pairs, tiers_file=tiers,
-                              bench_run=run, keep_request_text=keep_request_text,
-                              replace=replace, tz=tz, on_total=on_total,
-                              progress=lambda n: progress.advance(task, n))
+        with catch_signals():
+            result = ingest_paths(paths, db, env=env_pairs, tags=tag_pairs, tiers_file=tiers,
+                                  bench_run=run, keep_request_text=keep_request_text,
+                                  replace=replace, tz=tz, on_total=on_total,
+                                  progress=lambda n: progress.advance(task, n))
+    except IngestInterrupted as stop:
+        progress.stop()
+        typer.echo(ingest_summary(stop.result), nl=False)
+        _fail(stop)
     except LogpipeError as exc:
         _fail(exc)
     finally:
         progress.stop()
     typer.echo(ingest_summary(result), nl=False)
-    if result.failed:
+    if result.failed or result.damaged:
         raise typer.Exit(2)
 
 
@@ -486,7 +494,8 @@ def doctor(
     """Say what a file gives and what it does not: lines of each kind, the wrappers peeled
     off them, rejected lines with their reasons, and lines that look like records (a batch
     head, a throughput) but were not read.  Needs no database.  Exit 1 when any line was
-    rejected or left unread, 0 otherwise."""
+    rejected or left unread, or the file is damaged (a truncated or corrupt archive), 0
+    otherwise."""
     from logpipe.doctor import diagnose
     from logpipe.report import doctor_text
 
@@ -497,7 +506,7 @@ def doctor(
         except LogpipeError as exc:
             _fail(exc)
         typer.echo(doctor_text(d), nl=False)
-        lost = lost or bool(d.unread_total or d.rejects_total)
+        lost = lost or bool(d.unread_total or d.rejects_total or d.damaged)
     raise typer.Exit(1 if lost else 0)
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import polars as pl
 
 from logpipe.errors import InputError
-from logpipe.readers import line_blocks, open_binary, read_head
+from logpipe.readers import line_blocks, open_binary, read_head, take_damage
 from logpipe.sources import HEAD_BYTES, detect
 from logpipe.sources.sglang_log import NAME as SGLANG
 from logpipe.sources.sglang_log import (
@@ -52,13 +52,27 @@ class Diagnosis:
     unread: list[tuple[int, str]] = field(default_factory=list)
     unread_total: int = 0
     rejects_total: int = 0
+    damaged: str | None = None
+    """What is wrong with a compressed file that ends in damage (the lines before it are
+    what ingest reads)."""
 
 
 def diagnose(path: Path) -> Diagnosis:
     """Parse ``path`` as ingest would and say what came of each line."""
     if not path.is_file():
         raise InputError("no such file", path=path)
-    head = read_head(path, HEAD_BYTES).decode("utf-8", errors="replace")
+    take_damage(path)
+    d = _diagnose(path)
+    d.damaged = take_damage(path)
+    return d
+
+
+def _diagnose(path: Path) -> Diagnosis:
+    try:
+        raw_head = read_head(path, HEAD_BYTES)
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc}", path=path) from exc
+    head = raw_head.decode("utf-8", errors="replace")
     source = detect(head)
     kind = source.name if source else None
     if kind != SGLANG and sglang_sniff(head):

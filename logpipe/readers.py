@@ -6,29 +6,152 @@ being written) are never returned, so they are read by the next ingest instead.
 
 from __future__ import annotations
 
+import bz2
 import gzip
 import io
+import lzma
 import os
+import threading
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 BLOCK_BYTES = 16 * 1024 * 1024
-COMPRESSED_SUFFIXES = (".gz", ".zst", ".zstd")
+COMPRESSED_SUFFIXES = (".gz", ".zst", ".zstd", ".bz2", ".xz")
+
+_damage: dict[str, str] = {}
+_damage_lock = threading.Lock()
+
+
+def take_damage(path: Path | str) -> str | None:
+    """What was wrong with the compressed file ``path`` when it was last read (and forget
+    it): None when it decompressed cleanly."""
+    with _damage_lock:
+        return _damage.pop(str(Path(path).resolve()), None)
+
+
+def _decompress_errors() -> tuple[type[BaseException], ...]:
+    errors: list[type[BaseException]] = [EOFError, zlib.error, gzip.BadGzipFile,
+                                         lzma.LZMAError, OSError]
+    try:
+        import zstandard
+
+        errors.append(zstandard.ZstdError)
+    except ImportError:  # pragma: no cover - a dependency
+        pass
+    return tuple(errors)
+
+
+class Guarded(io.RawIOBase):
+    """A decompressing stream that ends where the archive is damaged instead of raising:
+    a truncated ``.gz`` is a log cut short, so the lines before the damage are read and
+    the damage is recorded (:func:`take_damage`) for the ingest to report."""
+
+    def __init__(self, inner: Any, path: Path) -> None:
+        super().__init__()
+        self._inner = inner
+        self._key = str(path.resolve())
+        self.damage: str | None = None
+        self._errors = _decompress_errors()
+
+    def _failed(self, exc: BaseException) -> None:
+        text = str(exc) or type(exc).__name__
+        self.damage = f"{type(exc).__name__}: {text}" if str(exc) else text
+        with _damage_lock:
+            _damage[self._key] = self.damage
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def readinto(self, b: Any) -> int:
+        """Fill ``b`` piece by piece (``read1``), so that what was decompressed before the
+        damage is returned rather than lost with the call that met it."""
+        view = memoryview(b).cast("B")
+        got = 0
+        while got < len(view) and self.damage is None:
+            try:
+                piece = self._inner.read1(min(len(view) - got, 1 << 20))
+            except self._errors as exc:
+                self._failed(exc)
+                break
+            if not piece:
+                break
+            view[got:got + len(piece)] = piece
+            got += len(piece)
+        return got
+
+    def read(self, size: int = -1) -> bytes:
+        out = bytearray()
+        while (size < 0 or len(out) < size) and self.damage is None:
+            want = 1 << 20 if size < 0 else min(size - len(out), 1 << 20)
+            buf = bytearray(want)
+            got = self.readinto(buf)
+            if not got:
+                break
+            out += buf[:got]
+        return bytes(out)
+
+    def close(self) -> None:
+        try:
+            self._inner.close()
+        finally:
+            super().close()
 
 
 def open_binary(path: Path) -> BinaryIO:
-    """Open ``path`` for reading, decompressing ``.gz`` and ``.zst`` on the fly."""
+    """Open ``path`` for reading, decompressing ``.gz``, ``.zst``, ``.bz2`` and ``.xz`` on
+    the fly (a damaged archive reads up to its damage: :class:`Guarded`)."""
     name = path.name.lower()
     if name.endswith(".gz"):
-        return gzip.open(path, "rb")  # type: ignore[return-value]
+        return Guarded(gzip.open(path, "rb"), path)  # type: ignore[return-value]
+    if name.endswith(".bz2"):
+        return Guarded(bz2.open(path, "rb"), path)  # type: ignore[return-value]
+    if name.endswith(".xz"):
+        return Guarded(lzma.open(path, "rb"), path)  # type: ignore[return-value]
     if name.endswith(".zst") or name.endswith(".zstd"):
+        return Guarded(_Zstd(path), path)  # type: ignore[return-value]
+    return open(path, "rb")  # noqa: SIM115
+
+
+class _Zstd:
+    """Frames of a ``.zst`` file decompressed one after another; a file that ends inside a
+    frame raises (zstandard's stream reader returns nothing for it, without a word)."""
+
+    CHUNK = 1 << 20
+
+    def __init__(self, path: Path) -> None:
         import zstandard
 
-        raw = open(path, "rb")  # noqa: SIM115 (closed with the reader)
-        reader = zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)
-        return io.BufferedReader(reader)  # type: ignore[arg-type]
-    return open(path, "rb")  # noqa: SIM115
+        self._zstd = zstandard
+        self._raw = open(path, "rb")  # noqa: SIM115 (closed with the reader)
+        self._obj = zstandard.ZstdDecompressor().decompressobj()
+        self._pending = b""
+        self._started = False
+
+    def read1(self, size: int) -> bytes:
+        while not self._pending:
+            chunk = self._raw.read(self.CHUNK)
+            if not chunk:
+                if self._started and not self._obj.eof:
+                    raise EOFError("the file ends inside a zstd frame (truncated)")
+                return b""
+            while chunk:
+                self._started = True
+                self._pending += self._obj.decompress(chunk)
+                chunk = b""
+                if self._obj.eof:  # a frame ended: the rest starts the next one
+                    chunk = self._obj.unused_data
+                    self._obj = self._zstd.ZstdDecompressor().decompressobj()
+                    self._started = bool(chunk)
+        out, self._pending = self._pending[:size], self._pending[size:]
+        return out
+
+    def close(self) -> None:
+        self._raw.close()
 
 
 def read_head(path: Path, size: int) -> bytes:

@@ -35,7 +35,9 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from logpipe import clock
+import duckdb
+
+from logpipe import clock, interrupts
 from logpipe.env import Tiers, discover
 from logpipe.errors import LogpipeError
 from logpipe.ingest.base import PARSER_VERSION, EnvOptions, FileResult, IngestResult, Progress
@@ -43,7 +45,7 @@ from logpipe.ingest.changes import same_stat
 from logpipe.ingest.environment import attach_env, environment_key
 from logpipe.ingest.linking import link_records, mark_duplicate_benchmarks
 from logpipe.ingest.walk import run_base_name, walk
-from logpipe.readers import read_head
+from logpipe.readers import read_head, take_damage
 from logpipe.sources import HEAD_BYTES, bench, detect, torch_trace
 from logpipe.sources.sglang_kind import NAME as SGLANG
 from logpipe.sources.sglang_kind import SOURCE as SGLANG_SOURCE
@@ -51,7 +53,23 @@ from logpipe.sources.sglang_kind import sniff as sglang_sniff
 from logpipe.store import Store
 from logpipe.traces import apply_trace_env
 
-__all__ = ["PARSER_VERSION", "EnvOptions", "FileResult", "IngestResult", "attach_env",
+
+class IngestInterrupted(LogpipeError):
+    """The ingest was stopped by Ctrl-C, SIGINT or SIGTERM; ``result`` holds the files
+    committed before it (each file is one transaction: the one being read was rolled
+    back)."""
+
+    exit_code = 130
+
+    def __init__(self, result: IngestResult) -> None:
+        super().__init__(f"interrupted: {len(result.files)} file(s) committed, "
+                         f"{len(result.pending)} not", hint="run the same ingest again: "
+                         "committed files are found unchanged and the rest is read")
+        self.result = result
+
+
+__all__ = ["PARSER_VERSION", "EnvOptions", "FileResult", "IngestInterrupted", "IngestResult",
+           "attach_env",
            "ingest_files", "ingest_paths", "link_records", "mark_duplicate_benchmarks",
            "run_base_name", "walk"]
 
@@ -97,13 +115,28 @@ def ingest_files(files: list[tuple[Path, Path]], db: Path, options: EnvOptions,
     started = time.perf_counter() if started is None else started
     result = IngestResult(db=str(db))
     with Store.open(db) as store:
-        for path, root in files:
-            result.files.append(_ingest_file(store, path, root, options, progress))
-            store.yield_to_readers()  # a reader waiting sees the files committed so far
-        with store.transaction():
-            result.unlinked = link_records(store)
-            apply_trace_env(store, options.tiers or Tiers.load())
-            store.derive_profiled()
+        for i, (path, root) in enumerate(files):
+            try:
+                if interrupts.requested():
+                    raise KeyboardInterrupt
+                result.files.append(_ingest_file(store, path, root, options, progress))
+                store.yield_to_readers()  # a reader waiting sees the files committed so far
+            except KeyboardInterrupt:
+                # the file being read was rolled back (one transaction per file); the ones
+                # before it are committed
+                result.interrupted = True
+                result.pending = [str(p) for p, _ in files[i:]]
+                result.seconds = time.perf_counter() - started
+                raise IngestInterrupted(result) from None
+        try:
+            with store.transaction():
+                result.unlinked = link_records(store)
+                apply_trace_env(store, options.tiers or Tiers.load())
+                store.derive_profiled()
+        except KeyboardInterrupt:
+            result.interrupted = True
+            result.seconds = time.perf_counter() - started
+            raise IngestInterrupted(result) from None
         touched = [f.path for f in result.files if f.rows.get("bench_results")]
         if touched:
             result.duplicates = [(f"{src}:{line}", dup) for src, line, dup in store.all(
@@ -117,6 +150,16 @@ def ingest_files(files: list[tuple[Path, Path]], db: Path, options: EnvOptions,
 def _ingest_file(store: Store, path: Path, root: Path, options: EnvOptions,
                  progress: Progress | None) -> FileResult:
     key = str(path.resolve())
+    take_damage(path)  # what an earlier reading of this path met is not this one's
+    res = _ingest_one(store, path, key, root, options, progress)
+    damage = take_damage(path)
+    if damage is not None:
+        res.damaged = damage
+    return res
+
+
+def _ingest_one(store: Store, path: Path, key: str, root: Path, options: EnvOptions,
+                progress: Progress | None) -> FileResult:
     try:
         head = read_head(path, HEAD_BYTES)
     except OSError as exc:
@@ -164,6 +207,16 @@ def _ingest_file(store: Store, path: Path, root: Path, options: EnvOptions,
     except LogpipeError as exc:
         return FileResult(key, "failed", kind=source.name, detail=str(exc))
     except Exception as exc:  # noqa: BLE001 - any failure of one file must not stop the rest
+        if _is_interrupt(exc):  # Ctrl-C inside a query: the file was rolled back
+            raise KeyboardInterrupt from None
         return FileResult(key, "failed", kind=source.name,
                           detail=f"{type(exc).__name__}: {exc}")
     return res
+
+
+def _is_interrupt(exc: BaseException) -> bool:
+    """Ctrl-C (or SIGINT/SIGTERM) that landed inside a DuckDB query comes back as DuckDB's
+    interrupt, as the RuntimeError "Query interrupted" the Python client raises, or later
+    as the aborted transaction it left: the file was rolled back, not failed."""
+    return interrupts.requested() or isinstance(exc, duckdb.InterruptException) or (
+        isinstance(exc, RuntimeError) and "query interrupted" in str(exc).lower())

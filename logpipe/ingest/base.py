@@ -29,6 +29,9 @@ class FileResult:
     detail: str | None = None
     unread: int = 0
     """Lines that look like records (batch head, throughput) but were not read."""
+    damaged: str | None = None
+    """What was wrong with a compressed file that ended in damage (truncated, corrupt):
+    the lines before it were read."""
 
 
 @dataclass
@@ -54,6 +57,15 @@ class IngestResult:
     @property
     def failed(self) -> list[FileResult]:
         return [f for f in self.files if f.status == "failed"]
+
+    @property
+    def damaged(self) -> list[FileResult]:
+        return [f for f in self.files if f.damaged]
+
+    interrupted: bool = False
+    """The ingest was stopped (Ctrl-C, SIGINT, SIGTERM): ``files`` are those committed."""
+    pending: list[str] = field(default_factory=list)
+    """Files not committed when the ingest was stopped (the one being read and the rest)."""
 
 
 @dataclass

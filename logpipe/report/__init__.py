@@ -148,6 +148,15 @@ def ingest_summary(result: IngestResult) -> str:
     for f in result.files:
         if f.status in ("failed", "duplicate", "changed"):
             lines.append(f"  {f.status}: {_display(f.path)}: {f.detail}")
+    for f in result.damaged:
+        lines.append(f"  damaged: {_display(f.path)}: {f.damaged}"
+                     + (f" (the {f.lines} line(s) before the damage were read)" if f.lines
+                        else " (nothing could be read)"))
+    if getattr(result, "interrupted", False):
+        lines.append(f"  interrupted: {len(result.files)} file(s) committed; not committed: "
+                     + (", ".join(_display(p) for p in result.pending[:3])
+                        + (" ..." if len(result.pending) > 3 else "")
+                        if result.pending else "the linking of records to runs"))
     if result.unlinked:
         lines.append(f"  unlinked benchmark records ({len(result.unlinked)}): "
                      + ", ".join(_display(u) for u in result.unlinked[:5])
@@ -427,11 +436,16 @@ def comparison_markdown(c: Any) -> str:
 
 def doctor_text(d: Any) -> str:
     """What ``logpipe doctor`` found in a file."""
+    damage = (f"  damaged: {d.damaged} (ingest reads the lines before the damage and "
+              "reports the file)\n" if getattr(d, "damaged", None) else "")
     if d.kind is None:
-        return f"{d.path}: not a recognised format (logpipe ingest skips it)\n"
+        return (f"{d.path}: not a recognised format (logpipe ingest skips it)\n" + damage)
     if not d.counts:
-        return f"{d.path}: {d.kind} (a record file: `logpipe ingest` reads it whole)\n"
+        return (f"{d.path}: {d.kind} (a record file: `logpipe ingest` reads it whole)\n"
+                + damage)
     lines = [f"{d.path}: SGLang server log, {d.lines} line(s)"]
+    if damage:
+        lines.append(damage.rstrip("\n"))
     for name, n in d.counts.items():
         lines.append(f"  {name}: {n}")
     if d.events:
