@@ -11,6 +11,7 @@ import gzip
 import io
 import lzma
 import os
+import re
 import threading
 import zlib
 from collections.abc import Iterator
@@ -102,9 +103,72 @@ class Guarded(io.RawIOBase):
             super().close()
 
 
+PROSE_SUFFIXES = (".md", ".markdown", ".rst", ".html", ".htm", ".ipynb")
+"""Notes, not logs: only the lines of their code blocks are read (:func:`code_lines`)."""
+PROSE_MAX_BYTES = 64 * 1024 * 1024
+
+_FENCE = re.compile(rb"^[ \t]*(```|~~~)")
+_PRE_OPEN = re.compile(rb"<pre\b[^>]*>", re.I)
+_PRE_CLOSE = re.compile(rb"</pre\s*>", re.I)
+
+
+def is_prose(path: Path) -> bool:
+    name = path.name.lower()
+    for suffix in COMPRESSED_SUFFIXES:
+        name = name.removesuffix(suffix)
+    return name.endswith(PROSE_SUFFIXES)
+
+
+def code_lines(data: bytes, html: bool) -> bytes:
+    """``data`` (a Markdown, reST or HTML file) with every line outside a fenced code block
+    (or ``<pre>``) blanked: line numbers are kept, and a log line quoted in prose is never
+    read as a record.  A notebook (``html`` False, no fences) keeps nothing."""
+    out = []
+    inside = False
+    for line in data.split(b"\n"):
+        if html:
+            opened = _PRE_OPEN.search(line)
+            closed = _PRE_CLOSE.search(line)
+            if inside and closed:
+                inside = False
+                out.append(line[:closed.start()])
+            elif not inside and opened and not (closed and closed.start() > opened.end()):
+                inside = True
+                out.append(line[opened.end():])
+            else:
+                out.append(line if inside else b"")
+            continue
+        if _FENCE.match(line):
+            inside = not inside
+            out.append(b"")
+            continue
+        out.append(line if inside else b"")
+    return b"\n".join(out)
+
+
+def _open_prose(path: Path) -> BinaryIO:
+    name = path.name.lower()
+    for suffix in COMPRESSED_SUFFIXES:
+        name = name.removesuffix(suffix)
+    with _open_file(path) as fh:
+        data = fh.read(PROSE_MAX_BYTES)
+    if name.endswith(".ipynb"):
+        data = b"\n" * data.count(b"\n")
+    else:
+        data = code_lines(data, html=name.endswith((".html", ".htm")))
+    return io.BytesIO(data)
+
+
 def open_binary(path: Path) -> BinaryIO:
     """Open ``path`` for reading, decompressing ``.gz``, ``.zst``, ``.bz2`` and ``.xz`` on
-    the fly (a damaged archive reads up to its damage: :class:`Guarded`)."""
+    the fly (a damaged archive reads up to its damage: :class:`Guarded`).  Notes
+    (Markdown, reST, HTML, notebooks) give only the lines of their code blocks."""
+    if is_prose(path):
+        return _open_prose(path)
+    return _open_file(path)
+
+
+def _open_file(path: Path) -> BinaryIO:
     name = path.name.lower()
     if name.endswith(".gz"):
         return Guarded(gzip.open(path, "rb"), path)  # type: ignore[return-value]

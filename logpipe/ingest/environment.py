@@ -110,4 +110,20 @@ def set_clock(store: Store, run_id: str, env: RunEnv, tz: str | None) -> None:
         row = store.one(_OUTER_OFFSET_SQL, [run_id])
         if row and row[1]:
             offset, source = clock.rounded(float(row[0])), "outer stamps"
+    if _date_inferred(store, run_id):
+        source = (source + "; " if source else "") + "date inferred from the file's mtime"
     store.update_run(run_id, utc_offset_s=offset, clock_source=source)
+
+
+def _date_inferred(store: Store, run_id: str) -> bool:
+    """Every stamp of the run was printed without a date (``HH:MM:SS``), and no wrapper
+    gave one: its date is the file's modification date, a guess."""
+    row = store.one("SELECT count(*), count(*) FILTER (WHERE ts_raw IS NOT NULL) "
+                    "FROM batches WHERE run_id = ? AND ts IS NOT NULL", [run_id])
+    if row and row[0]:
+        return row[0] == row[1]
+    # no batch line: a run of events only, dated like its file's time-only stamps
+    src = store.one("SELECT count(*), count(*) FILTER (WHERE ts_raw IS NOT NULL) FROM "
+                    "batches WHERE source_path = (SELECT source_path FROM runs WHERE "
+                    "run_id = ?) AND ts IS NOT NULL", [run_id])
+    return bool(src and src[0] and src[0] == src[1])

@@ -47,6 +47,26 @@ def mark_duplicate_benchmarks(store: Store) -> None:
     store.con.execute(_DUPLICATES_SQL)
 
 
+SPAN_PER_RECORD_S = 3600
+"""A run's span is implausible beyond an hour per record line it holds (and an hour)."""
+
+_RUN_SPANS_SQL = f"""
+WITH n AS (
+    SELECT run_id, sum(k) AS records FROM (
+        SELECT run_id, count(*) AS k FROM batches GROUP BY run_id
+        UNION ALL SELECT run_id, count(*) FROM events GROUP BY run_id
+        UNION ALL SELECT run_id, count(*) FROM http_requests GROUP BY run_id)
+    GROUP BY run_id
+)
+SELECT r.run_id, r.source_path, r.started_at, r.ended_at, r.utc_offset_s,
+       coalesce(r.clock_source, '') NOT LIKE '%date inferred%'
+       AND NOT (epoch(r.ended_at) - epoch(r.started_at) > {SPAN_PER_RECORD_S}
+                AND epoch(r.ended_at) - epoch(r.started_at)
+                    > {SPAN_PER_RECORD_S} * coalesce(n.records, 0)) AS trusted
+FROM runs r LEFT JOIN n USING (run_id)
+"""
+
+
 def link_records(store: Store) -> list[str]:
     """Link benchmark records and phase dumps to the server run they measured; returns the
     unlinked benchmark records (``path:line``).
@@ -55,15 +75,21 @@ def link_records(store: Store) -> list[str]:
     starts" line names goes to that run (``profile id``).  Otherwise, per file: the only
     run whose log lies in the same folder (``same folder``), else the run in that folder
     whose time span contains the file's time (``time window``: a trace's first event,
-    other files' modification time).  A run whose phase dump was taken with device
-    synchronisation is profiled (:meth:`Store.derive_profiled`, run after linking).
+    other files' modification time), never a run whose date was inferred from its file's
+    modification time or whose span is implausible for the records it holds.  A run whose
+    phase dump was taken with device synchronisation is profiled
+    (:meth:`Store.derive_profiled`, run after linking).
     """
     by_profile_id = link_by_profile_id(store)
-    runs = store.all("SELECT run_id, source_path, started_at, ended_at, utc_offset_s FROM runs")
+    runs = store.all(_RUN_SPANS_SQL)
     by_folder: dict[str, list[tuple[str, Any, Any]]] = {}
-    for run_id, src, start, end, offset in runs:  # spans as instants (one clock)
+    for run_id, src, start, end, offset, trusted in runs:  # spans as instants (one clock)
+        # a span whose date was guessed from the file's mtime, or longer than the records
+        # it holds justify (a notes file quoting two lines months apart), takes no record
+        # by time window: a wrong link is worse than none
         by_folder.setdefault(str(Path(src).parent), []).append(
-            (run_id, clock.to_utc(start, offset), clock.to_utc(end, offset)))
+            (run_id, clock.to_utc(start, offset) if trusted else None,
+             clock.to_utc(end, offset) if trusted else None))
     for table in LINKED_TABLES:
         files = store.all(
             f"SELECT DISTINCT t.source_path, {LINK_TIME.get(table, 'NULL')}, s.mtime "

@@ -1,0 +1,77 @@
+"""Trust on messy folders: notes are not runs, guessed clocks take no benchmark."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from datetime import datetime
+from pathlib import Path
+
+from logpipe.ingest import ingest_paths
+from tests.conftest import SAMPLES, query
+
+REAL_LOG = SAMPLES / "real-cpu" / "real-cpu-baseline-r1" / "server.log"
+BENCH = SAMPLES / "eras" / "bench_serving_v0.2.15.jsonl"
+NOTES = """# Notes on the NGRAM runs
+
+The server printed `[16:42:44] server_args=ServerArgs(model_path='m', tp_size=1)` and
+then, much later:
+
+{decode}
+
+which is where the throughput dropped.  Next time try `--speculative-num-steps 3`.
+""".format(decode="[16:43:10 TP0] Decode batch. #running-req: 1, #token: 100, token usage: "
+                  "0.01, gen throughput (token/s): 61.00, #queue-req: 0")
+
+
+def test_a_notes_file_quoting_log_lines_is_not_a_run(tmp_path: Path) -> None:
+    (tmp_path / "notes.md").write_text(NOTES)
+    shutil.copy(BENCH, tmp_path / "bench.jsonl")
+    result = ingest_paths([tmp_path], tmp_path / "db.duckdb")
+    status = {Path(f.path).name: f.status for f in result.files}
+    assert status["notes.md"] == "skipped"
+    assert query(tmp_path / "db.duckdb", "SELECT count(*) FROM runs") == [(0,)]
+    assert len(result.unlinked) == 2  # the benchmarks stay unlinked, said so
+
+
+def test_log_lines_in_a_fenced_block_of_notes_are_read(tmp_path: Path) -> None:
+    lines = REAL_LOG.read_text().splitlines()
+    fenced = "\n".join(lines[:400])
+    (tmp_path / "paste.md").write_text(NOTES + "\n```\n" + fenced + "\n```\n\nThe end.\n")
+    db = tmp_path / "db.duckdb"
+    ingest_paths([tmp_path], db)
+    assert query(db, "SELECT count(*) FROM runs") == [(1,)]
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "server.log").write_text(fenced + "\n")
+    ref = plain / "ref.duckdb"
+    ingest_paths([plain / "server.log"], ref)
+    # the fenced lines give the same rows as the log itself; the prose gives none
+    shift = NOTES.count("\n") + 2  # the fence opens after the notes
+    assert query(db, "SELECT min(line_no) - ? FROM batches", [shift]) == query(
+        ref, "SELECT min(line_no) FROM batches")
+    assert query(db, "SELECT count(*), round(sum(gen_throughput), 2) FROM batches") == query(
+        ref, "SELECT count(*), round(sum(gen_throughput), 2) FROM batches")
+    assert query(db, "SELECT count(*) FROM batches WHERE line_no < ?", [shift]) == [(0,)]
+    assert query(db, "SELECT count(*) FROM rejects") == [(0,)]
+
+
+def test_a_guessed_date_takes_no_benchmark_by_time_window(tmp_path: Path) -> None:
+    """A log whose stamps have no date is dated from its file's mtime: the run says so
+    (clock_source) and a benchmark whose mtime falls in that guessed span stays unlinked
+    rather than linked by a guess."""
+    shutil.copy(SAMPLES / "eras" / "v0.2.15.log", tmp_path / "timeonly.log")
+    shutil.copy(REAL_LOG, tmp_path / "dated.log")
+    shutil.copy(BENCH, tmp_path / "bench.jsonl")
+    day = datetime(2026, 7, 1, 12, 0, 0).timestamp()
+    os.utime(tmp_path / "timeonly.log", (day, day))
+    inside = datetime(2026, 7, 1, 23, 59, 30).timestamp()  # in 23:59:10 .. 00:00:36
+    os.utime(tmp_path / "bench.jsonl", (inside, inside))
+    db = tmp_path / "db.duckdb"
+    result = ingest_paths([tmp_path], db)
+    assert query(db, "SELECT clock_source FROM runs WHERE source_path LIKE '%timeonly.log'") \
+        == [("date inferred from the file's mtime",)]
+    assert query(db, "SELECT started_at::DATE FROM runs WHERE source_path LIKE "
+                     "'%timeonly.log'") == [(datetime(2026, 7, 1).date(),)]
+    assert query(db, "SELECT count(*) FROM bench_results WHERE run_id IS NOT NULL") == [(0,)]
+    assert len(result.unlinked) == 2
