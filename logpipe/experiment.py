@@ -23,6 +23,7 @@ import shlex
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 import tomllib
@@ -84,6 +85,55 @@ def fill(template: str, *, out: Path, port: int, name: str, host: str) -> list[s
 
 # ----------------------------------------------------------------------- the process
 
+_WATCHDOG = """
+import os, signal, sys, time
+fd, group = int(sys.argv[1]), int(sys.argv[2])
+try:
+    while os.read(fd, 1):
+        pass
+except OSError:
+    pass
+for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 0.0)):
+    try:
+        os.killpg(group, sig)
+    except OSError:
+        sys.exit(0)
+    end = time.monotonic() + wait
+    while time.monotonic() < end:
+        try:
+            os.killpg(group, 0)
+        except OSError:
+            sys.exit(0)
+        time.sleep(0.2)
+"""
+
+
+def watchdog(group: int) -> int:
+    """A lifeline for process group ``group``: a small process, in a session of its own,
+    that kills the group (SIGTERM, then SIGKILL) as soon as the returned pipe end is
+    closed, which the kernel does when logpipe dies, even by SIGKILL.  Close it (``os.close``)
+    once the group is stopped."""
+    read_end, write_end = os.pipe()
+    try:
+        subprocess.Popen([sys.executable, "-c", _WATCHDOG, str(read_end), str(group)],
+                         pass_fds=(read_end,), stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
+    except OSError:  # no watchdog: the group is still stopped on every other exit path
+        os.close(write_end)
+        write_end = -1
+    finally:
+        os.close(read_end)
+    return write_end
+
+
+def _close(fd: int) -> None:
+    if fd >= 0:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
 def _get(url: str, timeout: float = 2.0) -> tuple[int, bytes]:
     try:
         with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 - localhost
@@ -112,6 +162,7 @@ class Server:
             self._log.close()
             raise LaunchError(f"cannot start the server: {exc}",
                               hint="check the command after `--`") from exc
+        self._lifeline = watchdog(self.proc.pid)
         self._reader = threading.Thread(target=self._pump, daemon=True)
         self._reader.start()
 
@@ -169,6 +220,7 @@ class Server:
             self._reader.join(timeout=5)
         finally:
             self._log.close()
+            _close(self._lifeline)
         return self.proc.returncode
 
     def _signal(self, sig: int, group: bool = True) -> None:
@@ -259,6 +311,7 @@ def _bench(command: list[str], out: Path, env: Mapping[str, str], echo: Echo | N
         except OSError as exc:
             log.write(f"cannot start the bench: {exc}\n".encode())
             return 127, None
+        lifeline = watchdog(proc.pid)
 
         def pump() -> None:
             assert proc.stdout is not None
@@ -288,6 +341,8 @@ def _bench(command: list[str], out: Path, env: Mapping[str, str], echo: Echo | N
         finally:
             reader.join(timeout=5)
         code = proc.wait()
+        _kill_group(proc)  # what the bench left behind in its group
+        _close(lifeline)
         if why is None and not server.alive():  # the bench failed because the server died
             time.sleep(0.2)
             why = f"the server exited during the bench (exit {server.proc.poll()})"
@@ -297,7 +352,7 @@ def _bench(command: list[str], out: Path, env: Mapping[str, str], echo: Echo | N
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
+    except (ProcessLookupError, PermissionError):
         pass
     proc.wait()
 

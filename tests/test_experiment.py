@@ -29,6 +29,7 @@ from logpipe.experiment import (
     check_plan,
     launch,
     load_plan,
+    port_in_use,
     run_plan,
 )
 from logpipe.report import plan_text
@@ -195,6 +196,35 @@ def test_sigterm_to_logpipe_stops_the_children_and_keeps_the_run(tmp_path: Path)
     assert "Run termed: interrupted (stopped by Ctrl-C or SIGTERM)" in out
     assert query(db, "SELECT count(*) FROM runs") == [(1,)]
     assert no_children_left("time.sleep(120)") and no_children_left(f"--port {port}")
+
+
+def test_kill_9_of_logpipe_still_stops_the_server_and_the_bench(tmp_path: Path) -> None:
+    """SIGKILL gives logpipe no chance to stop anything: the watchdog holding its lifeline
+    does (on a GPU box a server left behind holds the GPUs)."""
+    port = free_port()
+    hang = shlex.join([sys.executable, "-c", "import time; time.sleep(121)"])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "logpipe.cli", "launch", "--out", str(tmp_path / "killed"),
+         "--bench", hang, "--db", str(tmp_path / "db.duckdb"), "--quiet", "--",
+         *server(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until_ready(tmp_path / "killed" / "server.log")
+        deadline = time.monotonic() + 30
+        while no_children_left("time.sleep(121)") and time.monotonic() < deadline:
+            time.sleep(0.2)  # the bench has started
+        assert not no_children_left(f"--port {port}")
+        proc.kill()
+        proc.wait(timeout=10)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not (
+                no_children_left(f"--port {port}") and no_children_left("time.sleep(121)")):
+            time.sleep(0.2)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert no_children_left(f"--port {port}"), "the server outlived logpipe"
+    assert no_children_left("time.sleep(121)"), "the bench outlived logpipe"
+    assert not port_in_use("127.0.0.1", port)
 
 
 def test_port_in_use_is_refused_before_launching(tmp_path: Path) -> None:
