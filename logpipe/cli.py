@@ -571,21 +571,31 @@ def ab(
     fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
     quiet: Annotated[bool, typer.Option(
         help="Show only logpipe's progress lines, not the servers' output.")] = False,
+    fail_fast: Annotated[bool | None, typer.Option(
+        "--fail-fast/--keep-going",
+        help="Stop the campaign when an arm's first launch fails (default), or run the "
+             "other launches anyway.")] = None,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Print the schedule and the identity check; launch nothing.")]
+    = False,
+    allow_env_diff: Annotated[str | None, typer.Option(
+        "--allow-env-diff", help="KEY[,KEY...] identity keys the arms may differ in "
+                                 "(added to the plan's allow_env_diff).")] = None,
 ) -> None:
     """A/B experiment in one session: baseline and candidates launched in turn (ABBA or
-    seeded random order), each through `launch`, then compared with the rounds of an arm
-    pooled.  Refuses to start when the arms differ in an identity key that is not the
-    treatment.  Exit codes follow `compare` (0, 1 regression, 2 error, 3 incomparable,
-    4 insufficient data).
+    seeded random order), each through `launch`, then judged launch by launch (the rounds
+    of the arms paired).  Refuses to start when the arms differ in an identity key that is
+    not the treatment.  Exit codes follow `compare` (0, 1 regression, 2 error, 3
+    incomparable, 4 insufficient data).
     """
-    from logpipe.experiment import load_plan, plan_from_flags, run_plan
+    from logpipe.experiment import check_plan, load_plan, plan_from_flags, run_plan, schedule_text
     from logpipe.report import plan_json, plan_text
 
     if fmt not in ("table", "json"):
         _fail(LogpipeError(f"unknown format {fmt!r}", hint="use one of: table, json"))
     try:
         if plan_file is not None:
-            plan = load_plan(plan_file)
+            plan = load_plan(plan_file, check=False)
             if out is not None:
                 plan.out = out
         else:
@@ -595,7 +605,16 @@ def ab(
                                    "--bench CMD")
             plan = plan_from_flags(baseline=baseline, candidates=candidate, bench=bench,
                                    rounds=rounds, order=order, seed=seed, name=name, out=out,
-                                   ready_timeout=ready_timeout)
+                                   ready_timeout=ready_timeout, check=False)
+        if allow_env_diff:
+            plan.allow_env_diff = plan.allow_env_diff | {
+                k.strip() for k in allow_env_diff.split(",") if k.strip()}
+        if fail_fast is not None:
+            plan.fail_fast = fail_fast
+        check_plan(plan)
+        if dry_run:
+            typer.echo(schedule_text(plan), nl=False)
+            raise typer.Exit(0)
         result = run_plan(plan, Path(db), echo=_echo_to_stderr(quiet or fmt == "json"))
     except LogpipeError as exc:
         _fail(exc)

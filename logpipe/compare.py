@@ -54,6 +54,14 @@ ACCEPT_RATE_DEFINITIONS: list[tuple[str, str | None, str]] = [
 ]
 
 
+DIFFERENT_EXPERIMENT_KEYS = frozenset({
+    "arg.model_path", "arg.served_model_name", "arg.tokenizer_path", "arg.tp_size",
+    "arg.dp_size", "arg.ep_size", "arg.pp_size", "arg.nnodes", "arg.quantization",
+    "arg.dtype", "model"})
+"""Keys whose difference makes two runs different experiments, not one experiment in two
+environments: a refusal never suggests allowing them."""
+
+
 @dataclass(frozen=True)
 class Options:
     alpha: float = 0.05
@@ -612,12 +620,19 @@ def _environment(a: RunSamples, b: RunSamples, c: Comparison, options: Options) 
                     c.notes.append(j.note)
             sources = {i.key: {i.a_source, i.b_source} for i in d.items}
             said = [k for k in keys if "log" in sources.get(k, set())]
+            experiment = [k for k in keys if k in DIFFERENT_EXPERIMENT_KEYS]
+            allowable = [k for k in keys if k not in DIFFERENT_EXPERIMENT_KEYS]
             c.notes.append("identity differs in " + ", ".join(keys)
                            + (" (" + ", ".join(said) + " as the log shows)" if said else "")
                            + (" in " + ", ".join(unknown) + " with no captured manifest"
                               if unknown else "")
-                           + ": statistics cannot rescue a baseline from another environment. "
-                           "Pass --allow-env-diff " + ",".join(keys) + " to compare anyway.")
+                           + ": statistics cannot rescue a baseline from another environment."
+                           + (" These are different experiments: they differ in "
+                              + ", ".join(experiment) + " (the model or the layout); compare "
+                              "runs of one model and layout." if experiment else "")
+                           + (" Pass --allow-env-diff " + ",".join(allowable)
+                              + " to compare anyway." if allowable and not experiment
+                              else ""))
             return False
         if differing or unknown:
             c.env_status = "allowed"

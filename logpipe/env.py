@@ -611,6 +611,22 @@ class EnvDiff:
     NCCL printed them)."""
     known_match: list[str] = field(default_factory=list)
     """Identity keys both runs state, with the same value."""
+    missing: dict[str, list[str]] = field(default_factory=dict)
+    """Per run with a manifest: the identity facts it does not state (no packages, no
+    GPU): the runs are comparable only as far as what is known."""
+
+    def missing_text(self) -> str:
+        """``gpu.model, cuda.version unknown in both`` (or per run); empty when none."""
+        a, b = self.missing.get(self.run_a, []), self.missing.get(self.run_b, [])
+        both = [k for k in a if k in b]
+        parts = []
+        if both:
+            parts.append(", ".join(both) + " unknown in both")
+        for run, keys in ((self.run_a, a), (self.run_b, b)):
+            only = [k for k in keys if k not in both]
+            if only:
+                parts.append(", ".join(only) + f" unknown in {run}")
+        return "; ".join(parts)
 
     @property
     def comparable(self) -> bool:
@@ -653,7 +669,10 @@ def diff(name_a: str, a: RunEnv, name_b: str, b: RunEnv) -> EnvDiff:
                          and canonical(a.entries[k].value) == canonical(b.entries[k].value))
     unknown = {name: unknown_identity(env) for name, env in ((name_a, a), (name_b, b))
                if not env.complete}
-    return EnvDiff(name_a, name_b, a.complete, b.complete, items, unknown, known_match)
+    missing = {name: [k for k in MANIFEST_IDENTITY_KEYS if k not in env.entries]
+               for name, env in ((name_a, a), (name_b, b)) if env.complete}
+    return EnvDiff(name_a, name_b, a.complete, b.complete, items, unknown, known_match,
+                   {k: v for k, v in missing.items() if v})
 
 
 def unknown_identity(env: RunEnv) -> list[str]:

@@ -16,9 +16,11 @@ ingest, one transaction per file.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
+import re
 import shlex
 import signal
 import socket
@@ -392,6 +394,9 @@ def _update_launch(out: Path, **values: Any) -> None:
 def launch(command: list[str], options: LaunchOptions | None = None) -> LaunchResult:
     """Launch ``command`` (a server), benchmark it, stop it and ingest its folder."""
     options = options or LaunchOptions()
+    set_here, command = split_env(command)
+    if set_here:  # `env A=1 python ...`: A is the server's environment, python its program
+        options = dataclasses.replace(options, env={**options.env, **set_here})
     if not command:
         raise InputError("no server command", hint="put it after `--`: logpipe launch -- "
                          "python -m sglang.launch_server ...")
@@ -505,6 +510,8 @@ class Plan:
     bench_timeout: float | None = None
     sweep_key: str | None = None
     """The server argument a ``[sweep]`` varies across the candidates."""
+    fail_fast: bool = True
+    """Stop the campaign when an arm's first launch fails (``--keep-going``: go on)."""
 
     @property
     def arms(self) -> list[Arm]:
@@ -537,6 +544,51 @@ def _words(value: Any, where: str) -> list[str]:
     raise InputError(f"{where} must be a command string or a list of words")
 
 
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def split_env(command: list[str]) -> tuple[dict[str, str], list[str]]:
+    """``env A=1 B=2 python -m ...`` or ``A=1 python -m ...`` (the shell's ways to set a
+    variable for one command) as ``({"A": "1", "B": "2"}, ["python", "-m", ...])``: the
+    variables belong to the environment, the program is ``python``."""
+    words = list(command)
+    env: dict[str, str] = {}
+    if words and Path(words[0]).name == "env":
+        words = words[1:]
+        while words and words[0] in ("-", "--"):
+            words = words[1:]
+    while words and _ASSIGNMENT.match(words[0]):
+        key, _, value = words.pop(0).partition("=")
+        env[key] = value
+    return env, words
+
+
+def _arm(name: str, command: Any, env: Mapping[str, Any] | None, where: str) -> Arm:
+    set_here, words = split_env(_words(command, where))
+    if not words:
+        raise InputError(f"{where} has no program after its variables")
+    return Arm(name, words, {**set_here, **{k: str(v) for k, v in (env or {}).items()}})
+
+
+PLAN_KEYS = ("name", "rounds", "order", "seed", "ready_timeout", "bench_timeout", "out",
+             "allow_env_diff", "bench", "env", "baseline", "candidates", "sweep",
+             "fail_fast")
+ARM_KEYS = ("name", "command", "env")
+
+
+def _known_keys(data: Mapping[str, Any], known: tuple[str, ...], where: str,
+                path: Path) -> None:
+    """Refuse a key the plan format does not have (``round = 3`` ran 2 rounds, silently)."""
+    import difflib
+
+    for key in data:
+        if key not in known:
+            near = difflib.get_close_matches(key, known, n=1)
+            raise InputError(f"unknown key {key!r} in {where}" + (
+                f": did you mean {near[0]!r}?" if near else ""), path=path,
+                hint="the keys are listed in schemas/plan.md: " + ", ".join(known))
+
+
 def _with_flag(command: list[str], key: str, value: Any) -> list[str]:
     """``command`` with ``--key-as-flag value`` set (replaced when present)."""
     flag = "--" + key.replace("_", "-")
@@ -554,25 +606,30 @@ def _with_flag(command: list[str], key: str, value: Any) -> list[str]:
     return [*out, flag, str(value)]
 
 
-def load_plan(path: Path) -> Plan:
-    """A plan file (``schemas/plan.md``)."""
+def load_plan(path: Path, check: bool = True) -> Plan:
+    """A plan file (``schemas/plan.md``); ``check``: refuse it now when its arms differ in
+    an identity key that is not the treatment (:func:`check_plan`)."""
     try:
         data = tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise InputError(f"cannot read plan: {exc}", path=path,
                          hint="see schemas/plan.md for the format") from exc
+    _known_keys(data, PLAN_KEYS, "the plan", path)
+    for where, arm_data in [("[baseline]", data.get("baseline") or {})] + [
+            (f"[[candidates]] #{i + 1}", c) for i, c in enumerate(data.get("candidates", []))]:
+        if isinstance(arm_data, dict):
+            _known_keys(arm_data, ARM_KEYS, where, path)
     try:
         base = data["baseline"]
-        candidates = [Arm(str(c.get("name") or f"candidate{i + 1}"),
-                          _words(c["command"], "candidates.command"),
-                          {k: str(v) for k, v in (c.get("env") or {}).items()})
+        candidates = [_arm(str(c.get("name") or f"candidate{i + 1}"), c["command"],
+                           c.get("env"), "candidates.command")
                       for i, c in enumerate(data.get("candidates", []))]
         plan = Plan(
             name=str(data.get("name") or path.stem),
-            baseline=Arm(str(base.get("name") or "baseline"),
-                         _words(base["command"], "baseline.command"),
-                         {k: str(v) for k, v in (base.get("env") or {}).items()}),
+            baseline=_arm(str(base.get("name") or "baseline"), base["command"],
+                          base.get("env"), "baseline.command"),
             candidates=candidates, bench=str(data["bench"]),
+            fail_fast=bool(data.get("fail_fast", True)),
             rounds=int(data.get("rounds", 2)), order=str(data.get("order", "abba")),
             seed=int(data.get("seed", 0)),
             ready_timeout=float(data.get("ready_timeout", 600)),
@@ -595,7 +652,8 @@ def load_plan(path: Path) -> Plan:
                                         _with_flag(cand.command, key, v), dict(cand.env)))
         plan.candidates = expanded
         plan.sweep_key = next(iter(sweep))
-    check_plan(plan)
+    if check:
+        check_plan(plan)
     return plan
 
 
@@ -663,6 +721,7 @@ def run_plan(plan: Plan, db: Path, *, echo: Echo | None = None,
     launches: list[tuple[int, Arm, LaunchResult]] = []
     say = echo or (lambda _line: None)
     schedule = plan.schedule()
+    stopped = ""
     for i, (round_, arm) in enumerate(schedule, 1):
         name = plan.run_name(arm, round_)
         say(f"logpipe: [{i}/{len(schedule)}] {name}")
@@ -675,7 +734,17 @@ def run_plan(plan: Plan, db: Path, *, echo: Echo | None = None,
         launches.append((round_, arm, res))
         if res.status == "interrupted":
             break
+        first = sum(1 for _, a, _ in launches if a is arm) == 1
+        if plan.fail_fast and first and res.status in ("failed", "timeout"):
+            stopped = (f"stopped after {name}: the first launch of arm {arm.name!r} "
+                       f"{'failed' if res.status == 'failed' else 'timed out'}"
+                       + (f" ({res.message})" if res.message else "")
+                       + f"; {len(schedule) - i} launch(es) not run (--keep-going runs them)")
+            say(f"logpipe: {stopped}")
+            break
     result = PlanResult(plan, launches)
+    if stopped:
+        result.notes.append(stopped)
     _judge_plan(result, db, options)
     return result
 
@@ -741,7 +810,7 @@ def _plan_checks(result: PlanResult, db: Path) -> None:
         return
     for r in report.results:
         mine = [row for row in r.failing if names & {str(v) for v in row.values()}]
-        status = r.status if (mine or r.status in ("ERROR", "PASS")) else "PASS"
+        status = r.status if (mine or r.status in ("ERROR", "PASS", "SKIP")) else "PASS"
         result.checks.append((f"{r.check.suite}: {r.check.name}", status, mine))
 
 
@@ -768,11 +837,33 @@ def _rounds_at_stratum(result: PlanResult) -> None:
 
 def plan_from_flags(*, baseline: str, candidates: list[str], bench: str, rounds: int,
                     order: str, seed: int, name: str | None, out: Path | None,
-                    ready_timeout: float) -> Plan:
-    plan = Plan(name=name or "ab", baseline=Arm("baseline", _words(baseline, "--baseline")),
-                candidates=[Arm("candidate" if len(candidates) == 1 else f"candidate{i + 1}",
-                                _words(c, "--candidate")) for i, c in enumerate(candidates)],
+                    ready_timeout: float, check: bool = True) -> Plan:
+    plan = Plan(name=name or "ab", baseline=_arm("baseline", baseline, None, "--baseline"),
+                candidates=[_arm("candidate" if len(candidates) == 1 else f"candidate{i + 1}",
+                                 c, None, "--candidate") for i, c in enumerate(candidates)],
                 bench=bench, rounds=rounds, order=order, seed=seed, out=out,
                 ready_timeout=ready_timeout)
-    check_plan(plan)
+    if check:
+        check_plan(plan)
     return plan
+
+
+def schedule_text(plan: Plan) -> str:
+    """What ``ab --dry-run`` prints: the launches in order, each arm's command and
+    variables, and that the identity check passed (it raises before otherwise)."""
+    lines = [f"Plan {plan.name}: {len(plan.schedule())} launch(es), {plan.rounds} round(s), "
+             f"order {plan.order}" + (", stops when an arm's first launch fails"
+                                      if plan.fail_fast else ", keeps going on failures")]
+    for i, (round_, arm) in enumerate(plan.schedule(), 1):
+        lines.append(f"  [{i}] {plan.run_name(arm, round_)}")
+    for arm in plan.arms:
+        env = {**plan.env, **arm.env}
+        lines.append(f"{arm.name}: {shlex.join(arm.command)}")
+        if env:
+            lines.append("  env: " + " ".join(f"{k}={v}" for k, v in sorted(env.items())))
+    lines.append(f"bench: {plan.bench}")
+    lines.append("Identity check: the arms differ only in the treatment"
+                 + (" and the allowed keys " + ", ".join(sorted(plan.allow_env_diff))
+                    if plan.allow_env_diff else "")
+                 + " (nothing was launched: --dry-run)")
+    return "\n".join(lines) + "\n"

@@ -139,7 +139,9 @@ def main() -> None:
     # the speed comes from the environment (STANDIN_TPS), so that two arms of a plan can
     # differ in speed without differing in a server argument
     p.add_argument("--tps", type=float, default=float(os.environ.get("STANDIN_TPS", 700)))
-    p.add_argument("--die-during-load", action="store_true")
+    # (also STANDIN_DIE_DURING_LOAD=1: an arm that dies without differing in an argument)
+    p.add_argument("--die-during-load", action="store_true",
+                   default=os.environ.get("STANDIN_DIE_DURING_LOAD") == "1")
     p.add_argument("--hang", action="store_true")
     p.add_argument("--slow-start", type=float, default=0.0)
     p.add_argument("--ignore-sigint", action="store_true")

@@ -47,7 +47,12 @@ def test_samples_fail_on_the_unpaired_run_and_the_real_ngram_regression(sample_d
             for r in fails[1]["failing_rows"]] == [
         ("real-cpu-ngram-r1", "real-cpu-baseline-r1", "regression"),
         ("real-cpu-ngram-r2", "real-cpu-baseline-r2", "regression")]
-    assert all(r["status"] in ("PASS", "WARN") for r in out["results"] if r not in fails)
+    assert all(r["status"] in ("PASS", "WARN", "SKIP") for r in out["results"]
+               if r not in fails)
+    # a check over zero rows tested nothing: SKIP, never PASS
+    skipped = [r for r in out["results"] if r["status"] == "SKIP"]
+    assert skipped and all(r["evaluated_rows"] == 0 for r in skipped)
+    assert all(r["evaluated_rows"] > 0 for r in out["results"] if r["status"] == "PASS")
     text = runner.invoke(app, ["check", "--db", str(sample_db)]).stdout
     assert "PASS  pairing" not in text
     assert "FAIL  pairing: every speculative run has a same-environment baseline" in text
@@ -74,7 +79,7 @@ def test_matching_baseline_makes_check_pass(tmp_path: Path) -> None:
     result = runner.invoke(app, ["check", "--db", str(db), "--junit", str(junit)])
     assert result.exit_code == 0
     xml = junit.read_text()
-    assert '<testsuite name="pairing" tests="1" failures="0" errors="0">' in xml
+    assert '<testsuite name="pairing" tests="1" failures="0" errors="0" skipped="0">' in xml
 
 
 BAD = {

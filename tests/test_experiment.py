@@ -31,6 +31,7 @@ from logpipe.experiment import (
     load_plan,
     port_in_use,
     run_plan,
+    split_env,
 )
 from logpipe.report import plan_text
 from tests.conftest import ROOT, SAMPLES, query
@@ -271,6 +272,78 @@ def plan(tmp_path: Path, port: int, **over: object) -> Plan:
     for k, v in over.items():
         setattr(p, k, v)
     return p
+
+
+def test_a_misspelt_plan_key_is_an_error_with_a_suggestion(tmp_path: Path) -> None:
+    srv = shlex.join(server(free_port()))
+    body = (f'bench = "b"\n[baseline]\ncommand = {json.dumps(srv)}\n[[candidates]]\n'
+            f'command = {json.dumps(srv + " --speculative-algorithm NGRAM")}\n')
+    path = tmp_path / "plan.toml"
+    path.write_text("round = 3\n" + body)
+    with pytest.raises(InputError, match="unknown key 'round' in the plan: did you mean "
+                                         "'rounds'"):
+        load_plan(path)
+    path.write_text(body.replace("[[candidates]]\ncommand", "[[candidates]]\ncomand"))
+    with pytest.raises(InputError, match=r"unknown key 'comand' in \[\[candidates\]\] #1: "
+                                         "did you mean 'command'"):
+        load_plan(path)
+    result = runner.invoke(app, ["ab", str(tmp_path / "plan.toml"), "--dry-run"])
+    assert result.exit_code == 2 and "did you mean 'command'" in result.output
+
+
+def test_env_assignments_are_the_environment_not_the_program(tmp_path: Path) -> None:
+    """`env VAR=1 python -m ...` and `VAR=1 python -m ...`: the program is python, the
+    variable the arm's environment (it used to be refused as another program)."""
+    assert split_env(["env", "A=1", "B=x=y", "python", "-m", "s"]) == (
+        {"A": "1", "B": "x=y"}, ["python", "-m", "s"])
+    assert split_env(["A=1", "python"]) == ({"A": "1"}, ["python"])
+    assert split_env(["python", "A=1"]) == ({}, ["python", "A=1"])
+    port = free_port()
+    srv = shlex.join(server(port))
+    path = tmp_path / "plan.toml"
+    path.write_text(
+        f'bench = "b"\n[baseline]\ncommand = {json.dumps("env STANDIN_TPS=700 " + srv)}\n'
+        f'[[candidates]]\nname = "ngram"\n'
+        f'command = {json.dumps("STANDIN_TPS=550 " + srv + " --speculative-algorithm NGRAM")}'
+        '\n')
+    p = load_plan(path)
+    assert p.baseline.command == server(port) and p.baseline.env == {"STANDIN_TPS": "700"}
+    assert p.candidates[0].env == {"STANDIN_TPS": "550"}
+    dry = runner.invoke(app, ["ab", str(path), "--dry-run", "--out", str(tmp_path / "r")])
+    assert dry.exit_code == 0, dry.output
+    assert "[1] plan-baseline-r1" in dry.stdout and "[4] plan-baseline-r2" in dry.stdout
+    assert "env: STANDIN_TPS=550" in dry.stdout and "nothing was launched" in dry.stdout
+    assert not (tmp_path / "r").exists()
+
+
+def test_fail_fast_stops_a_campaign_whose_first_launch_dies(tmp_path: Path) -> None:
+    port = free_port()
+    db = tmp_path / "db.duckdb"
+    dying = plan(tmp_path, port, baseline=Arm("baseline", server(port),
+                                              {"STANDIN_DIE_DURING_LOAD": "1"}))
+    result = run_plan(dying, db, stop_waits=FAST_STOP)
+    assert [res.name for _, _, res in result.launches] == ["demo-baseline-r1"]
+    assert result.exit_code == 2
+    assert any(n.startswith("stopped after demo-baseline-r1: the first launch of arm "
+                            "'baseline' failed") and "3 launch(es) not run" in n
+               for n in result.notes)
+    going = run_plan(plan(tmp_path, port, baseline=Arm("baseline", server(port),
+                                                       {"STANDIN_DIE_DURING_LOAD": "1"}),
+                          rounds=1, fail_fast=False, out=tmp_path / "runs2"), db,
+                     stop_waits=FAST_STOP)
+    assert [res.status for _, _, res in going.launches] == ["failed", "ok"]
+
+
+def test_allow_env_diff_of_a_plan_is_honoured_in_the_judgement(tmp_path: Path) -> None:
+    port = free_port()
+    p = plan(tmp_path, port, rounds=1, allow_env_diff=frozenset({"NCCL_ALGO"}),
+             baseline=Arm("baseline", server(port), {"STANDIN_TPS": "700",
+                                                     "NCCL_ALGO": "Ring"}))
+    p.candidates[0].env["NCCL_ALGO"] = "Tree"
+    result = run_plan(p, tmp_path / "db.duckdb", stop_waits=FAST_STOP)
+    (c,) = result.comparisons
+    assert c.env_status == "allowed" and c.allowed_keys == ["NCCL_ALGO"], c.notes
+    assert c.verdict != "incomparable"
 
 
 def test_abba_schedule_and_seeded_random_order() -> None:

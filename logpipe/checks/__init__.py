@@ -67,6 +67,8 @@ class CheckResult:
     def status(self) -> str:
         if self.error:
             return "ERROR"
+        if self.success and self.evaluated == 0:
+            return "SKIP"  # a check over no rows tested nothing
         if self.success:
             return "PASS"
         return "WARN" if self.check.severity == "warning" else "FAIL"

@@ -199,6 +199,7 @@ def env_diff(d: Any, fmt: str) -> str:
                             for i in d.items],
             "known_match": d.known_match,
             "unknown": d.unknown,
+            "missing": d.missing,
         }, indent=2, default=str) + "\n"
     lines = []
     for run, complete in ((d.run_a, d.complete_a), (d.run_b, d.complete_b)):
@@ -210,6 +211,9 @@ def env_diff(d: Any, fmt: str) -> str:
     if ident:
         lines.append(f"Identity differs in {len(ident)} key(s): {d.run_a} and {d.run_b} "
                      "are not comparable.")
+    elif d.complete_a and d.complete_b and d.missing:
+        lines.append(f"Identity tiers match as far as known: {d.run_a} and {d.run_b} are "
+                     f"comparable as far as known ({d.missing_text()}).")
     elif d.complete_a and d.complete_b:
         lines.append(f"Identity tiers match: {d.run_a} and {d.run_b} are comparable.")
     if d.known_match and not (d.complete_a and d.complete_b):
@@ -377,7 +381,9 @@ def comparison_text(c: Any) -> str:
         lines.append("Environment: same run")
     elif c.env_diff is not None:
         ident = c.env_diff.identity
-        lines.append(f"Environment: {c.env_status}" + (
+        far = (f" as far as known ({c.env_diff.missing_text()})"
+               if c.env_status == "comparable" and c.env_diff.missing else "")
+        lines.append(f"Environment: {c.env_status}{far}" + (
             f" ({len(ident)} identity difference(s))" if ident else ""))
         for i in ident:
             lines.append(f"  {i.key}: {_v(i.a)} → {_v(i.b)}")
@@ -554,7 +560,7 @@ def check_text(report: Any) -> str:
         if len(r.failing) > 20:
             lines.append(f"      ... {len(r.failing) - 20} more")
     counts = {s: sum(1 for r in report.results if r.status == s)
-              for s in ("PASS", "FAIL", "WARN", "ERROR")}
+              for s in ("PASS", "FAIL", "WARN", "SKIP", "ERROR")}
     lines.append(", ".join(f"{n} {s.lower()}" for s, n in counts.items() if n or s == "FAIL")
                  + f" (exit {report.exit_code})")
     return "\n".join(lines) + "\n"
@@ -573,7 +579,7 @@ def check_json(report: Any) -> str:
 
 
 def check_markdown(report: Any) -> str:
-    icon = {"PASS": "✅", "FAIL": "❌", "WARN": "⚠️", "ERROR": "💥"}
+    icon = {"PASS": "✅", "FAIL": "❌", "WARN": "⚠️", "SKIP": "⏭️", "ERROR": "💥"}
     lines = [f"### logpipe check: exit {report.exit_code}", "",
              "| | suite | check | failing rows |", "|---|---|---|---|"]
     for r in report.results:
@@ -595,8 +601,9 @@ def check_junit(report: Any) -> str:
     for name, results in suites.items():
         fails = sum(1 for r in results if r.status == "FAIL")
         errors = sum(1 for r in results if r.status == "ERROR")
+        skipped = sum(1 for r in results if r.status == "SKIP")
         out.append(f"  <testsuite name={quoteattr(name)} tests=\"{len(results)}\" "
-                   f"failures=\"{fails}\" errors=\"{errors}\">")
+                   f"failures=\"{fails}\" errors=\"{errors}\" skipped=\"{skipped}\">")
         for r in results:
             out.append(f"    <testcase classname={quoteattr('logpipe.' + name)} "
                        f"name={quoteattr(r.check.name)}>")
@@ -608,6 +615,8 @@ def check_junit(report: Any) -> str:
                 out.append(f"      <error message={quoteattr(r.error or '')}/>")
             elif r.status == "WARN":
                 out.append(f"      <system-out>warning: {body}</system-out>")
+            elif r.status == "SKIP":
+                out.append("      <skipped message=\"no rows to check\"/>")
             out.append("    </testcase>")
         out.append("  </testsuite>")
     out.append("</testsuites>")
