@@ -342,3 +342,34 @@ def test_energy_split_is_the_e_divisive_statistic_of_every_split() -> None:
             stat = [k * (n - k) / n * energy_distance(x[:k], x[k:]) ** 2
                     for k in range(3, n - 3 + 1)]
             assert _energy_split(x, 3) == 3 + int(np.argmax(stat))
+
+
+def test_a_refusal_never_suggests_allowing_the_model(sample_db: Path) -> None:
+    code, out = cmp(sample_db, "--run", "baseline-untuned", "--run",
+                    "qwen3-30b-baseline-tuned")
+    assert code == 3
+    note = out["comparisons"][0]["notes"][-1]
+    assert "These are different experiments: they differ in arg.model_path" in note
+    assert "--allow-env-diff" not in note
+    code, out = cmp(sample_db, "--run", "baseline-untuned", "--run", "baseline-tuned")
+    assert code == 3  # NCCL variables only: one experiment in two environments
+    assert out["comparisons"][0]["notes"][-1].endswith(
+        "Pass --allow-env-diff NCCL_ALGO,NCCL_P2P_LEVEL,NCCL_PROTO to compare anyway.")
+
+
+def test_what_no_manifest_states_is_said(tmp_path: Path) -> None:
+    """Two manifests with no packages and no GPU match, but only as far as they go."""
+    gen = load_generator()
+    manifest = gen.mission_manifest(False, False, "2026-05-04T08:00:00+00:00")
+    bare = {k: v for k, v in manifest.items() if k not in ("packages", "gpu")}
+    start = datetime(2026, 5, 4, 9, 0, 0)
+    _write_run(tmp_path, "a", gen.mission_log(62.9, 0.7, seed=1, start=start), bare)
+    _write_run(tmp_path, "b", gen.mission_log(62.9, 0.7, seed=2, start=start),
+               {**bare, "tags": {"build": "b"}})
+    db = tmp_path / "bare.duckdb"
+    assert not ingest_paths([tmp_path], db).failed
+    text = runner.invoke(app, ["compare", "--run", "a", "--run", "b", "--db", str(db)]).stdout
+    assert ("Environment: comparable as far as known (gpu.model, gpu.count, gpu.driver, "
+            "cuda.version, pkg.sglang, pkg.torch unknown in both)") in text
+    diff = runner.invoke(app, ["env", "diff", "--run", "a", "--run", "b", "--db", str(db)])
+    assert "comparable as far as known" in diff.stdout
