@@ -489,7 +489,8 @@ def _echo_to_stderr(quiet: bool) -> Callable[[str], None]:
 
 @app.command()
 def doctor(
-    files: Annotated[list[Path], typer.Argument(help="Files to examine.")],
+    files: Annotated[list[Path], typer.Argument(
+        help="Files to examine (a folder: every file ingest would read in it).")],
 ) -> None:
     """Say what a file gives and what it does not: lines of each kind, the wrappers peeled
     off them, rejected lines with their reasons, and lines that look like records (a batch
@@ -497,10 +498,14 @@ def doctor(
     rejected or left unread, or the file is damaged (a truncated or corrupt archive), 0
     otherwise."""
     from logpipe.doctor import diagnose
+    from logpipe.ingest.walk import walk
     from logpipe.report import doctor_text
 
     lost = False
+    expanded: list[Path] = []
     for path in files:
+        expanded += [f for f, _ in walk([path])] if path.is_dir() else [path]
+    for path in expanded:
         try:
             d = diagnose(path)
         except LogpipeError as exc:

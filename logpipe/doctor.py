@@ -18,7 +18,7 @@ import polars as pl
 
 from logpipe.errors import InputError
 from logpipe.readers import line_blocks, open_binary, read_head, take_damage
-from logpipe.sources import HEAD_BYTES, detect
+from logpipe.sources import HEAD_BYTES, detect, looks_like_vllm
 from logpipe.sources.sglang_log import NAME as SGLANG
 from logpipe.sources.sglang_log import (
     RECORD_LIKE_RE,
@@ -52,6 +52,8 @@ class Diagnosis:
     unread: list[tuple[int, str]] = field(default_factory=list)
     unread_total: int = 0
     rejects_total: int = 0
+    vllm: bool = False
+    """Not a recognised format, but vLLM's output (said, until vLLM is supported)."""
     damaged: str | None = None
     """What is wrong with a compressed file that ends in damage (the lines before it are
     what ingest reads)."""
@@ -78,6 +80,8 @@ def _diagnose(path: Path) -> Diagnosis:
     if kind != SGLANG and sglang_sniff(head):
         kind = SGLANG
     d = Diagnosis(str(path), kind)
+    if kind is None:
+        d.vllm = looks_like_vllm(head)
     if kind != SGLANG:
         return d
     state, line_no = LogState(), 1

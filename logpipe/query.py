@@ -46,9 +46,15 @@ def resolve_run(store: Store, ref: str) -> str:
     if len(rows) == 1:
         return str(rows[0][0])
     if not rows:
-        names = [r[0] for r in store.all("SELECT name FROM runs ORDER BY name LIMIT 20")]
-        raise RunNotFoundError(f"no run named {ref!r}",
-                               hint="known runs: " + (", ".join(names) or "none"))
+        import difflib
+
+        every = [str(r[0]) for r in store.all("SELECT name FROM runs ORDER BY name")]
+        near = difflib.get_close_matches(ref, every, n=3, cutoff=0.6)
+        raise RunNotFoundError(
+            f"no run named {ref!r}" + (f": did you mean {' or '.join(map(repr, near))}?"
+                                       if near else ""),
+            hint="known runs: " + (", ".join(every[:20]) + (" ..." if len(every) > 20 else "")
+                                   or "none") + " (`logpipe runs` lists them)")
     listed = ", ".join(f"{name} ({rid})" for rid, name in rows[:20])
     raise RunNotFoundError(f"run reference {ref!r} is ambiguous: {len(rows)} runs match",
                            hint=f"candidates: {listed}")

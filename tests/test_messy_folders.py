@@ -7,8 +7,16 @@ import shutil
 from datetime import datetime
 from pathlib import Path
 
+from typer.testing import CliRunner
+
+from logpipe.cli import app
 from logpipe.ingest import ingest_paths
 from tests.conftest import SAMPLES, query
+
+runner = CliRunner()
+VLLM = ("INFO 11-03 14:07:52 metrics.py:161] Avg prompt throughput: 418.7 tokens/s, Avg "
+        "generation throughput: 61.3 tokens/s, Running: 42 reqs, Swapped: 0 reqs, Pending: 17 "
+        "reqs, GPU KV cache usage: 37.4%, CPU KV cache usage: 0.0%.\n")
 
 REAL_LOG = SAMPLES / "real-cpu" / "real-cpu-baseline-r1" / "server.log"
 BENCH = SAMPLES / "eras" / "bench_serving_v0.2.15.jsonl"
@@ -75,3 +83,24 @@ def test_a_guessed_date_takes_no_benchmark_by_time_window(tmp_path: Path) -> Non
                      "'%timeonly.log'") == [(datetime(2026, 7, 1).date(),)]
     assert query(db, "SELECT count(*) FROM bench_results WHERE run_id IS NOT NULL") == [(0,)]
     assert len(result.unlinked) == 2
+
+
+def test_summaries_name_things(tmp_path: Path) -> None:
+    """The ingest summary names skipped files and why, a vLLM log is said to be one, doctor
+    takes a folder, and a misspelt run name gets a suggestion."""
+    (tmp_path / "vllm.log").write_text(VLLM)
+    (tmp_path / "notes.txt").write_text("nothing to see here\n")
+    (tmp_path / "baseline-a").mkdir()
+    shutil.copy(REAL_LOG, tmp_path / "baseline-a" / "server.log")
+    db = tmp_path / "db.duckdb"
+    out = runner.invoke(app, ["ingest", str(tmp_path), "--db", str(db)]).stdout
+    assert "skipped (this looks like vLLM output (not yet supported)): " in out
+    assert "vllm.log" in out.split("skipped (this looks like vLLM")[1].splitlines()[0]
+    assert "skipped (not a recognised format): " in out and "notes.txt" in out
+    doctor = runner.invoke(app, ["doctor", str(tmp_path)])
+    assert "vllm.log: this looks like vLLM output (not yet supported)" in doctor.stdout
+    assert "server.log: SGLang server log" in doctor.stdout
+    typo = runner.invoke(app, ["compare", "--run", "basline-a", "--run", "baseline-a",
+                               "--db", str(db)])
+    assert typo.exit_code == 2
+    assert "no run named 'basline-a': did you mean 'baseline-a'?" in typo.output

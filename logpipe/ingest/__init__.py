@@ -46,7 +46,7 @@ from logpipe.ingest.environment import attach_env, environment_key
 from logpipe.ingest.linking import link_records, mark_duplicate_benchmarks
 from logpipe.ingest.walk import run_base_name, walk
 from logpipe.readers import read_head, take_damage
-from logpipe.sources import HEAD_BYTES, bench, detect, torch_trace
+from logpipe.sources import HEAD_BYTES, bench, detect, looks_like_vllm, torch_trace
 from logpipe.sources.sglang_kind import NAME as SGLANG
 from logpipe.sources.sglang_kind import SOURCE as SGLANG_SOURCE
 from logpipe.sources.sglang_kind import sniff as sglang_sniff
@@ -173,6 +173,9 @@ def _ingest_one(store: Store, path: Path, key: str, root: Path, options: EnvOpti
     if source is None:
         if progress:
             progress(path.stat().st_size)
+        if looks_like_vllm(text_head):
+            return FileResult(key, "skipped",
+                              detail="this looks like vLLM output (not yet supported)")
         return FileResult(key, "skipped", detail="not a recognised format")
     try:
         with store.transaction():

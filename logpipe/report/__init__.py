@@ -136,11 +136,11 @@ def ingest_summary(result: IngestResult) -> str:
         lines.insert(3, "  profiler traces: " + ", ".join(
             f"{result.rows(t)} {t}" for t in ("trace_kernels", "trace_annotations",
                                               "trace_ops")))
-    unread = [f for f in result.files if f.unread]
+    unread = sorted((f for f in result.files if f.unread), key=lambda f: -f.unread)
     if unread:
         lines.append(f"  record-like lines not read: {sum(f.unread for f in unread)} in "
-                     + ", ".join(_display(f.path) for f in unread[:3])
-                     + (" ..." if len(unread) > 3 else "")
+                     + ", ".join(f"{_display(f.path)} ({f.unread})" for f in unread[:3])
+                     + (f" and {len(unread) - 3} more file(s)" if len(unread) > 3 else "")
                      + " (see `logpipe doctor FILE`)")
     for f in result.files:
         if f.status != "failed" and f.detail and f.kind == "torch_trace":
@@ -148,6 +148,14 @@ def ingest_summary(result: IngestResult) -> str:
     for f in result.files:
         if f.status in ("failed", "duplicate", "changed"):
             lines.append(f"  {f.status}: {_display(f.path)}: {f.detail}")
+    skipped = [f for f in result.files if f.status == "skipped" and not f.damaged]
+    if skipped:
+        reasons: dict[str, list[str]] = {}
+        for f in skipped:
+            reasons.setdefault(f.detail or "not read", []).append(_display(f.path))
+        for why, names in sorted(reasons.items(), key=lambda kv: -len(kv[1])):
+            lines.append(f"  skipped ({why}): " + ", ".join(names[:5])
+                         + (f" and {len(names) - 5} more" if len(names) > 5 else ""))
     for f in result.damaged:
         lines.append(f"  damaged: {_display(f.path)}: {f.damaged}"
                      + (f" (the {f.lines} line(s) before the damage were read)" if f.lines
@@ -445,7 +453,9 @@ def doctor_text(d: Any) -> str:
     damage = (f"  damaged: {d.damaged} (ingest reads the lines before the damage and "
               "reports the file)\n" if getattr(d, "damaged", None) else "")
     if d.kind is None:
-        return (f"{d.path}: not a recognised format (logpipe ingest skips it)\n" + damage)
+        what = ("this looks like vLLM output (not yet supported)"
+                if getattr(d, "vllm", False) else "not a recognised format")
+        return (f"{d.path}: {what} (logpipe ingest skips it)\n" + damage)
     if not d.counts:
         return (f"{d.path}: {d.kind} (a record file: `logpipe ingest` reads it whole)\n"
                 + damage)

@@ -9,6 +9,7 @@ registered the same way a plugin would: by calling :func:`register`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -59,3 +60,16 @@ def _load_builtins() -> None:
         sglang_kind,
         torch_trace,
     )
+
+
+_VLLM_RE = re.compile(
+    r"(?:^|\] |\s)(?:INFO|WARNING|DEBUG|ERROR) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
+    r"\[?[\w./-]+\.py:\d+\]"
+    r"|Avg prompt throughput: [\d.]+ tokens/s, Avg generation throughput"
+    r"|vLLM API server version", re.MULTILINE)
+
+
+def looks_like_vllm(head: str) -> bool:
+    """The head of a file shows vLLM's own lines (its ``INFO MM-DD HH:MM:SS [file.py:N]``
+    prefix, its periodic stats line): said when such a file is skipped."""
+    return _VLLM_RE.search(head) is not None
