@@ -12,7 +12,9 @@ Every table of the database's public contract (``schemas/README.md``) is there w
 documented columns, except ``sources.source_id`` (a number local to one database: the
 lake's key of a file is its path).  Tables whose rows belong to runs are partitioned by
 ``engine`` and ``run_id`` (trace tables by their trace's run), so a query for a few runs
-reads a few files; partition columns live in the paths, as Hive, Spark and Trino expect.
+reads a few files; partition columns live in the paths, as Hive, Spark and Trino expect,
+and in the files as text as well (a run id may be all digits: typed from its path alone,
+it would be read as a number by some readers and clash with the next, non-digit one).
 
 The unit of an export is one source file's rows of one table, fingerprinted by a hash over
 them: an export writes only units whose fingerprint changed (incremental), each to files
@@ -166,7 +168,11 @@ def stage_units(store: Store, staging: Path, tables_done: dict[str, dict[str, An
             options = "FORMAT parquet, COMPRESSION zstd, FILENAME_PATTERN 'part-{i}'"
             target.parent.mkdir(parents=True, exist_ok=True)
             if parts:
-                options += f", PARTITION_BY ({', '.join(parts)}), OVERWRITE_OR_IGNORE"
+                # the partition columns are written into the files too: a reader that
+                # types them from the path (ClickHouse, pyarrow, Spark) reads an all-digit
+                # run id as a number and then fails on the next one
+                options += (f", PARTITION_BY ({', '.join(parts)}), OVERWRITE_OR_IGNORE, "
+                            "WRITE_PARTITION_COLUMNS true")
                 store.con.execute(
                     f"COPY (SELECT {select} FROM ({query}) WHERE _unit = {literal(unit)}) "
                     f"TO {literal(str(target))} ({options})")

@@ -58,12 +58,16 @@ def test_the_lake_holds_every_public_table_row_for_row(sample_db: Path, exported
     assert schema["contract_version"] == json.loads(
         (exported / lake.MANIFEST_FILE).read_text())["contract_version"]
     assert schema["tables"]["batches"]["partition_by"] == ["engine", "run_id"]
-    # partition columns live in the paths (hive), not in the files
+    # partition columns live in the paths (hive) and, as text, in the files: a reader that
+    # typed an all-digit run id from its path would read a number
     some = next(exported.glob("table=batches/engine=sglang/run_id=*/part-*.parquet"))
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    names = pq.read_schema(some).names
-    assert "run_id" not in names and "engine" not in names and "line_no" in names
+    schema_of = pq.read_schema(some)
+    assert "line_no" in schema_of.names
+    assert schema_of.field("run_id").type == pa.string()
+    assert schema_of.field("engine").type == pa.string()
 
 
 def test_a_query_for_one_run_reads_only_that_runs_files(exported: Path) -> None:
@@ -76,12 +80,42 @@ def test_a_query_for_one_run_reads_only_that_runs_files(exported: Path) -> None:
     assert mine and len(mine) < len(files) / 5
 
 
-def test_pyarrow_and_chdb_read_the_same_counts(sample_db: Path, exported: Path) -> None:
+DIGITS_RUN_ID = "123456789012"
+
+
+def _with_a_digits_only_run_id(db: Path, tmp_path: Path) -> Path:
+    """A copy of ``db`` whose first run has an all-digit id (run ids are hashes of paths:
+    about one in 280 is all digits, which made a reader test fail at random)."""
+    copy = tmp_path / "digits.duckdb"
+    shutil.copy(db, copy)
+    with Store.open(copy) as store:
+        (old,) = store.one("SELECT min(run_id) FROM runs")
+        for schema, table in store.all(
+                "SELECT c.table_schema, c.table_name FROM information_schema.columns c "
+                "JOIN information_schema.tables t USING (table_schema, table_name) "
+                "WHERE c.column_name = 'run_id' AND t.table_type = 'BASE TABLE'"):
+            store.con.execute(f"UPDATE {schema}.{table} SET run_id = ? WHERE run_id = ?",
+                              [DIGITS_RUN_ID, old])
+    return copy
+
+
+def test_pyarrow_and_chdb_read_the_same_counts(sample_db: Path, tmp_path: Path) -> None:
     import chdb
     import pyarrow.dataset as ds
 
+    sample_db = _with_a_digits_only_run_id(sample_db, tmp_path)
+    exported = tmp_path / "digits-lake"
+    lake.export(sample_db, exported)
+    one_run = exported / "table=batches" / "engine=sglang" / f"run_id={DIGITS_RUN_ID}"
+    assert one_run.is_dir()
+    # one run's files, as a user reads them: the run id is text, not a number from its path
+    typed = chdb.query(f"SELECT DISTINCT toTypeName(run_id), run_id FROM file('{one_run}/"
+                       "*.parquet', Parquet)", "CSV")
+    assert str(typed).strip() == f'"String","{DIGITS_RUN_ID}"', str(typed)
+
     with Store.open(sample_db, read_only=True) as store:
         want = {t: store.one(f"SELECT count(*) FROM {t}")[0] for t in lake.TABLES}
+        columns = lake.table_columns(store)
     manifest = json.loads((exported / lake.MANIFEST_FILE).read_text())
     for table in lake.TABLES:
         files = [str(exported / f) for e in manifest["tables"][table].values()
@@ -95,6 +129,10 @@ def test_pyarrow_and_chdb_read_the_same_counts(sample_db: Path, exported: Path) 
         got = chdb.query(f"SELECT count() FROM file('{exported}/table={table}/**/*.parquet', "
                          "Parquet)", "CSV")
         assert int(str(got).strip()) == want[table], table
+        if "run_id" in [c for c, _ in columns[table]]:
+            typed = chdb.query(f"SELECT DISTINCT toTypeName(run_id) FROM file('{exported}/"
+                               f"table={table}/**/*.parquet', Parquet)", "CSV")
+            assert "Int" not in str(typed), (table, str(typed))
     # hive partitioning seen by pyarrow: the run ids of the paths
     batches = ds.dataset(str(exported / "table=batches"), format="parquet",
                          partitioning="hive")
