@@ -465,16 +465,20 @@ def sql(
 def export(
     lake: Annotated[Path, typer.Argument(help="Folder of the lake (created if missing).")],
     db: DbOption = DEFAULT_DB,
+    replace: Annotated[bool, typer.Option(
+        "--replace", help="Make the lake this database's alone (drop what other databases "
+                          "exported into it).")] = False,
 ) -> None:
     """Export the database as a hive-partitioned Parquet lake that Spark, Trino, ClickHouse
     and DuckDB read (layout: schemas/README.md).  Incremental: only the files whose rows
     changed since the last export are written; an interrupted export leaves the previous
-    one readable."""
+    one readable.  Several databases export into one lake: each keeps what the others
+    wrote (a source file both hold takes the latest export's rows)."""
     from logpipe.lake import export as run_export
     from logpipe.report import export_summary
 
     try:
-        result = run_export(db, lake)
+        result = run_export(db, lake, replace=replace)
     except LogpipeError as exc:
         _fail(exc)
     typer.echo(export_summary(result), nl=False)

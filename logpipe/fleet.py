@@ -189,7 +189,8 @@ def _ingest_to_lake(paths: list[Path], lake: Path, engine: str, address: str | N
         if reread:
             result.duplicates = _drop_duplicate_files(lake, merged, done)
             _dedupe_run_names(lake, merged, done)
-            committed = lakes.commit(lake, merged, _contract(), replaced=reread)
+            committed = lakes.commit(lake, merged, _contract(), replaced=reread,
+                                     origin="ingest --lake")
             result.units_written, result.units_kept = committed.units_written, \
                 committed.units_kept
             result.rows = committed.rows

@@ -103,6 +103,9 @@ class ExportResult:
     units_dropped: int = 0
     files_written: int = 0
     rows: dict[str, int] = field(default_factory=dict)
+    units_others: int = 0
+    """Units other databases (or ``ingest --lake``) wrote, kept as they were."""
+    others: set[str] = field(default_factory=set)
 
 
 def table_columns(store: Store) -> dict[str, list[tuple[str, str]]]:
@@ -190,21 +193,33 @@ def stage_units(store: Store, staging: Path, tables_done: dict[str, dict[str, An
 
 
 def commit(lake: Path, staged: dict[str, dict[str, Any]], contract: dict[str, Any],
-           replaced: set[str] | None = None) -> ExportResult:
+           replaced: set[str] | None = None, origin: str | None = None,
+           replace_all: bool = False) -> ExportResult:
     """Move staged files into place, then switch the manifest (one rename), then remove
-    the files no manifest names.  Units of the old manifest that ``staged`` lacks are
-    dropped, all of them (``replaced`` None: an export of a whole database) or those of
-    the source files in ``replaced`` (the files an ingest read again)."""
+    the files no manifest names.  Every unit records the ``origin`` that wrote it (a
+    database's path, or ``ingest --lake``).  Units of the old manifest that ``staged``
+    lacks are dropped when they are this origin's (an export of a whole database:
+    ``replaced`` None; the files it no longer holds) or those of the source files in
+    ``replaced`` (the files an ingest read again); other origins' units are kept (a team
+    lake holds several databases) unless ``replace_all``."""
     result = ExportResult(str(lake))
     old = read_manifest(lake)
     tables: dict[str, dict[str, Any]] = {}
     for table in TABLES:
         before = old["tables"].get(table, {})
-        now: dict[str, Any] = ({} if replaced is None else
-                               {u: e for u, e in before.items() if u not in replaced})
+        if replaced is not None:
+            now: dict[str, Any] = {u: e for u, e in before.items() if u not in replaced}
+        elif replace_all:
+            now = {}
+        else:  # another database's units stay, unless this one has the same source file
+            now = {u: e for u, e in before.items()
+                   if e.get("origin") != origin and u not in staged.get(table, {})}
+            result.units_others += len(now)
+            result.others.update(str(e.get("origin") or "an earlier export")
+                                 for e in now.values())
         for unit, entry in staged.get(table, {}).items():
             if "staged" not in entry:
-                now[unit] = entry
+                now[unit] = {**entry, "origin": entry.get("origin") or origin}
                 result.units_kept += 1
                 continue
             final: list[str] = []
@@ -216,7 +231,7 @@ def commit(lake: Path, staged: dict[str, dict[str, Any]], contract: dict[str, An
                 os.replace(Path(entry["staged"]) / rel, dest)
                 final.append(str(dest.relative_to(lake)))
             now[unit] = {"fingerprint": entry["fingerprint"], "rows": entry["rows"],
-                         "files": final}
+                         "files": final, "origin": origin}
             result.units_written += 1
             result.files_written += len(final)
         result.units_dropped += len(set(before) - set(now))
@@ -280,15 +295,17 @@ def writer_lock(lake: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def export(db: str | Path, lake: str | Path) -> ExportResult:
+def export(db: str | Path, lake: str | Path, replace: bool = False) -> ExportResult:
     """Export the database ``db`` to the lake folder ``lake`` (created if missing): only
-    the units that changed since the last export are written."""
+    the units that changed since the last export are written.  What other databases
+    exported into the lake is kept (a source file both hold takes this database's rows);
+    ``replace``: the lake becomes this database's alone."""
     lake = Path(lake)
     with writer_lock(lake):
-        return _export(db, lake)
+        return _export(db, lake, replace)
 
 
-def _export(db: str | Path, lake: Path) -> ExportResult:
+def _export(db: str | Path, lake: Path, replace: bool = False) -> ExportResult:
     staging = lake / STAGING / uuid.uuid4().hex
     try:
         with Store.open(db, read_only=True) as store:
@@ -298,7 +315,8 @@ def _export(db: str | Path, lake: Path) -> ExportResult:
                                  "--update-cache`) on it once with this logpipe")
             staged, _ = stage_units(store, staging, read_manifest(lake)["tables"])
             contract = contract_of(store)
-        return commit(lake, staged, contract)
+        return commit(lake, staged, contract, origin=str(Path(db).resolve()),
+                      replace_all=replace)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
         remove_if_empty(lake / STAGING)

@@ -317,3 +317,41 @@ def test_fleet_ingest_on_a_local_ray(tmp_path: Path) -> None:
     again = runner.invoke(app, ["ingest", str(logs), "--lake", str(out), "--engine", "ray"])
     assert again.exit_code == 0 and "1 folder(s) read, 5 unchanged" in again.stdout
     assert_same_tables(single, out)
+
+
+def test_two_databases_export_into_one_lake_and_keep_each_others_rows(tmp_path: Path
+                                                                       ) -> None:
+    """A team lake: each engineer exports their own database.  The second export keeps
+    what the first wrote (it used to drop it: "40 dropped"), a file that leaves one
+    database leaves the lake, and --replace makes the lake one database's alone."""
+    logs_a, logs_b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(SAMPLES / "eras", logs_a)
+    shutil.copytree(SAMPLES / "mission", logs_b)
+    db_a, db_b, out = tmp_path / "a.duckdb", tmp_path / "b.duckdb", tmp_path / "lake"
+    ingest_paths([logs_a], db_a)
+    ingest_paths([logs_b], db_b)
+    with Store.open(db_a, read_only=True) as a, Store.open(db_b, read_only=True) as b:
+        want = {t: rows_of(a, t) + rows_of(b, t) for t in ("runs", "batches", "sources")}
+    lake.export(db_a, out)
+    second = lake.export(db_b, out)
+    assert second.units_dropped == 0 and second.units_others > 0
+    assert str(db_a.resolve()) in second.others
+    text = runner.invoke(app, ["export", str(out), "--db", str(db_b)]).stdout
+    assert "kept " in text and "other exports wrote" in text and "0 dropped" in text
+    with Store.open_lake(out) as both:
+        for table, rows in want.items():
+            assert rows_of(both, table) == sorted(rows), table
+    # a file removed from database a (and ingested with --replace) leaves the lake
+    (logs_a / "v0.2.15.log").unlink()
+    with Store.open(db_a) as store:
+        store.con.execute("DELETE FROM logpipe_internal.batches WHERE source_id IN (SELECT "
+                          "source_id FROM sources WHERE path LIKE '%v0.2.15.log')")
+    third = lake.export(db_a, out)
+    assert third.units_others > 0  # b's units are still there
+    with Store.open_lake(out) as both:
+        assert not both.all("SELECT 1 FROM batches WHERE source_path LIKE '%v0.2.15.log'")
+        assert both.all("SELECT count(*) FROM runs WHERE source_path LIKE '%/b/%'")[0][0]
+    alone = runner.invoke(app, ["export", str(out), "--db", str(db_b), "--replace"])
+    assert alone.exit_code == 0, alone.output
+    with Store.open_lake(out) as only_b:
+        assert not only_b.all("SELECT 1 FROM runs WHERE source_path LIKE '%/a/%'")

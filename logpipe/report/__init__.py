@@ -84,10 +84,16 @@ def _display(path: str) -> str:
 def export_summary(result: ExportResult) -> str:
     """What an export wrote."""
     total = sum(result.rows.values())
-    return (f"Exported to {result.lake}: {result.units_written} part(s) written "
+    text = (f"Exported to {result.lake}: {result.units_written} part(s) written "
             f"({result.files_written} file(s)), {result.units_kept} unchanged, "
-            f"{result.units_dropped} dropped; {total} rows in "
+            f"{result.units_dropped} dropped (no longer in this database); {total} rows in "
             f"{sum(1 for n in result.rows.values() if n)} tables\n")
+    if result.units_others:
+        text += (f"  kept {result.units_others} part(s) other exports wrote: "
+                 + ", ".join(sorted(result.others)[:3])
+                 + (" ..." if len(result.others) > 3 else "")
+                 + " (`export --replace` makes the lake this database's alone)\n")
+    return text
 
 
 def fleet_summary(result: FleetResult) -> str:
