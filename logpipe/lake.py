@@ -48,7 +48,14 @@ import duckdb
 
 from logpipe import __version__
 from logpipe.errors import InputError
-from logpipe.store import DATA_TABLES, Store, lock_wait_s, migrations
+from logpipe.store import (
+    ALL_ROWS_VIEWS,
+    DATA_TABLES,
+    Store,
+    lock_wait_s,
+    migrations,
+    one_row_view_sql,
+)
 
 LOCK_FILE = "_lock"
 SCHEMA_FILE = "_schema.json"
@@ -84,7 +91,7 @@ def _unit_query(table: str, columns: list[str]) -> str:
                 f"t.source_path AS _unit FROM {table} t "
                 "LEFT JOIN traces x USING (source_path) LEFT JOIN runs r ON r.run_id = x.run_id")
     return (f"SELECT {cols}, coalesce(r.engine, 'sglang') AS engine, t.source_path AS _unit "
-            f"FROM {table} t LEFT JOIN runs r USING (run_id)")
+            f"FROM {ALL_ROWS_VIEWS.get(table, table)} t LEFT JOIN runs r USING (run_id)")
 
 
 def literal(text: str) -> str:
@@ -353,10 +360,12 @@ def open_lake_views(con: duckdb.DuckDBPyConnection, lake: str | Path) -> None:
         columns = [(c, ty) for c, ty in spec["columns"]]
         files = [str(lake / f) for e in manifest["tables"].get(table, {}).values()
                  for f in e["files"]]
-        kind = con.execute("SELECT table_type FROM information_schema.tables WHERE "
-                           "table_schema = 'main' AND table_name = ?", [table]).fetchall()
-        if kind:
-            con.execute(f"DROP {'VIEW' if kind[0][0] == 'VIEW' else 'TABLE'} main.{table}")
+        name = ALL_ROWS_VIEWS.get(table, table)
+        for view in {table, name}:
+            kind = con.execute("SELECT table_type FROM information_schema.tables WHERE "
+                               "table_schema = 'main' AND table_name = ?", [view]).fetchall()
+            if kind:
+                con.execute(f"DROP {'VIEW' if kind[0][0] == 'VIEW' else 'TABLE'} main.{view}")
         local = list(LOCAL_COLUMNS.get(table, ()))
         select = ", ".join([f"CAST({c} AS {ty}) AS {c}" for c, ty in columns]
                            + [f"CAST(NULL AS INTEGER) AS {c}" for c in local])
@@ -366,9 +375,11 @@ def open_lake_views(con: duckdb.DuckDBPyConnection, lake: str | Path) -> None:
             source = (f"read_parquet({listed}, union_by_name = true"
                       + (f", hive_partitioning = true, hive_types = {_hive_types(parts)}"
                          if parts else ", hive_partitioning = false") + ")")
-            con.execute(f"CREATE VIEW main.{table} AS SELECT {select} FROM {source}")
+            con.execute(f"CREATE VIEW main.{name} AS SELECT {select} FROM {source}")
         else:
             empty = ", ".join([f"CAST(NULL AS {ty}) AS {c}" for c, ty in columns]
                               + [f"CAST(NULL AS INTEGER) AS {c}" for c in local])
-            con.execute(f"CREATE VIEW main.{table} AS SELECT * FROM (SELECT {empty}) "
+            con.execute(f"CREATE VIEW main.{name} AS SELECT * FROM (SELECT {empty}) "
                         "WHERE false")
+        if name != table:
+            con.execute(one_row_view_sql(table))

@@ -58,7 +58,7 @@ LABEL_SUFFIX = "_code"
 ``logpipe_internal.labels`` (a text that repeats on nearly every row, stored once)."""
 FEW_LABELS = 8
 """Up to this many distinct texts, a column is coded by comparisons, not a hash per row."""
-DATA_VIEWS_VERSION = "2"
+DATA_VIEWS_VERSION = "3"
 """Changes when :func:`data_view_sql` does, so that the views are recreated."""
 
 
@@ -86,9 +86,25 @@ def data_view_sql(table: str, columns: list[str]) -> str:
             joins.append(f" LEFT JOIN {INTERNAL}.labels {alias} ON {alias}.label_id = t.{c}")
         else:
             select.append(f"t.{c}")
-    return (f"CREATE OR REPLACE VIEW main.{table} AS SELECT {', '.join(select)} "
-            f"FROM {INTERNAL}.{table} t LEFT JOIN main.sources s USING (source_id)"
-            + "".join(joins))
+    name = ALL_ROWS_VIEWS.get(table, table)
+    sql = (f"CREATE OR REPLACE VIEW main.{name} AS SELECT {', '.join(select)} "
+           f"FROM {INTERNAL}.{table} t LEFT JOIN main.sources s USING (source_id)"
+           + "".join(joins))
+    if name != table:
+        sql += f"; {one_row_view_sql(table)}"
+    return sql
+
+
+ALL_ROWS_VIEWS = {"bench_results": "bench_results_all"}
+"""Tables whose public view keeps one row per measurement: ``bench_results`` leaves out a
+console summary that repeats a JSONL record of the same benchmark (``duplicate_of``), so
+``avg(...) FROM bench_results`` is right without a filter; ``bench_results_all`` has
+both."""
+
+
+def one_row_view_sql(table: str) -> str:
+    return (f"CREATE OR REPLACE VIEW main.{table} AS SELECT * FROM "
+            f"main.{ALL_ROWS_VIEWS[table]} WHERE duplicate_of IS NULL")
 
 
 def schemas_dir() -> Path:

@@ -140,7 +140,7 @@ def ingest_files(files: list[tuple[Path, Path]], db: Path, options: EnvOptions,
         touched = [f.path for f in result.files if f.rows.get("bench_results")]
         if touched:
             result.duplicates = [(f"{src}:{line}", dup) for src, line, dup in store.all(
-                "SELECT source_path, line_no, duplicate_of FROM bench_results WHERE "
+                "SELECT source_path, line_no, duplicate_of FROM bench_results_all WHERE "
                 "duplicate_of IS NOT NULL AND source_path IN (SELECT unnest(?)) ORDER BY 1, 2",
                 [touched])]
     result.seconds = time.perf_counter() - started
