@@ -495,6 +495,10 @@ def log_facts(events: Iterable[tuple[str, Mapping[str, Any]]]) -> dict[str, Any]
             facts["nccl.debug_info"] = True
         elif kind == "nccl_version" and attrs.get("nccl_version"):
             facts["nccl.version"] = str(attrs["nccl_version"]).split("+")[0]
+            if attrs.get("nccl_debug_info"):
+                # NCCL INFO lines are there (NCCL_DEBUG=INFO): every variable NCCL read
+                # from the environment says "set by environment"; the others are unset
+                facts["nccl.debug_info"] = True
         elif kind in ("setting_adjusted", "attention_backend") and attrs.get("arg"):
             facts[f"adjusted.{attrs['arg']}"] = attrs.get("value")
         elif kind == "capacity":

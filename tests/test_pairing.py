@@ -272,3 +272,21 @@ def test_sweep_pairs_speculative_runs_with_a_baseline_whose_derived_settings_dif
     assert group["baseline_runs"] == ["base"] and group["baseline_median"] == 62.9
     assert [p["value"] for p in group["points"]] == ["1", "2"] and group["best"] == ["2"]
     assert round(group["points"][1]["speedup"] * 100, 1) == 20.7
+
+
+def test_nccl_info_lines_without_a_variable_mean_it_is_unset(tmp_path: Path) -> None:
+    """With NCCL_DEBUG=INFO, NCCL names every variable it read from the environment.  A
+    log that has NCCL INFO lines and no "NCCL_ALGO set by environment" had NCCL_ALGO
+    unset: a diff against a log that set it names NCCL_ALGO, not "unknown"."""
+    a = write_run(tmp_path, "info-unset", manifest=False)
+    b = write_run(tmp_path, "info-ring", manifest=False, nccl={"NCCL_ALGO": "Ring"})
+    version = "node-1:8811:8811 [0] NCCL INFO NCCL version 2.21.5+cuda12.4"
+    for folder in (a, b):
+        log = folder / "server.log"
+        lines = log.read_text().splitlines()
+        log.write_text("\n".join([version, *lines]) + "\n")
+    db = tmp_path / "db.duckdb"
+    ingest_paths([tmp_path], db)
+    result = runner.invoke(app, ["env", "diff", "--db", str(db), "--run", "info-unset",
+                                 "--run", "info-ring"])
+    assert "NCCL_ALGO: (unset) → Ring" in result.stdout, result.stdout

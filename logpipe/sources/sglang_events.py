@@ -161,6 +161,8 @@ def event_attrs(kind: str, message: str) -> dict[str, Any]:
     if kind == "nccl_version":
         m = _NCCL_VERSION_RE.search(message)
         attrs["nccl_version"] = m.group(1) if m else message.split("==", 1)[-1].strip()
+        if "NCCL INFO" in message:  # printed only with NCCL_DEBUG=INFO
+            attrs["nccl_debug_info"] = True
         return attrs
     if kind == "nccl_env":
         m = _NCCL_ENV_RE.search(message)
