@@ -384,6 +384,13 @@ class Tiers:
         return str(tier)
 
     def tier(self, key: str) -> str:
+        memo = self.__dict__.setdefault("_memo", {})
+        found = memo.get(key)
+        if found is None:  # every run of a file asks for the same few hundred keys
+            found = memo[key] = self._tier(key)
+        return str(found)
+
+    def _tier(self, key: str) -> str:
         for pattern, tier in self.rules:
             if fnmatch.fnmatchcase(key, pattern):
                 return tier

@@ -542,13 +542,53 @@ class Store:
                 first_line: int | None, started_at: Any, ended_at: Any,
                 format_era: str | None, era_mask: int) -> None:
         """A launch seen for the first time: a baseline until its arguments say more."""
+        self.add_runs([(run_id, name, source_path, run_seq, first_line, started_at, ended_at,
+                        format_era, era_mask)])
+
+    def add_runs(self, runs: list[tuple[Any, ...]]) -> None:
+        """Many :meth:`add_run` rows in one statement (a file may hold hundreds)."""
+        if not runs:
+            return
+        cols = list(zip(*runs, strict=True))
+        ids = [self.source_id(p) for p in cols[2]]
         self.con.execute(
             f"INSERT INTO {stored('runs')} (run_id, name, source_id, run_seq, first_line, "
             "started_at, ended_at, engine, format_era, era_mask, role, env_complete, "
-            "profiled, env, tags) VALUES (?, ?, ?, ?, ?, ?, ?, 'sglang', ?, ?, 'baseline', "
-            "false, false, '{}', '{}')",
-            [run_id, name, self.source_id(source_path), run_seq, first_line, started_at,
-             ended_at, format_era, era_mask])
+            "profiled, env, tags) SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), "
+            "unnest(?::INTEGER[]), unnest(?::INTEGER[]), unnest(?::BIGINT[]), "
+            "unnest(?::TIMESTAMP[]), unnest(?::TIMESTAMP[]), 'sglang', unnest(?::VARCHAR[]), "
+            "unnest(?::BIGINT[]), 'baseline', false, false, '{}', '{}'",
+            [list(cols[0]), list(cols[1]), ids, list(cols[3]), list(cols[4]), list(cols[5]),
+             list(cols[6]), list(cols[7]), list(cols[8])])
+
+    def update_runs(self, updates: list[tuple[str, dict[str, Any]]]) -> None:
+        """Set columns of many runs, one statement per set of columns (``update_run`` of
+        each costs a statement per run)."""
+        types = dict(self.columns("runs", INTERNAL))
+        groups: dict[tuple[str, ...], list[tuple[str, dict[str, Any]]]] = {}
+        for run_id, values in updates:
+            if values:
+                groups.setdefault(tuple(values), []).append((run_id, values))
+        for cols, members in groups.items():
+            select = ", ".join(["unnest(?::VARCHAR[]) AS run_id_"] + [
+                f"unnest(?::{types[c]}[]) AS v{i}" for i, c in enumerate(cols)])
+            sets = ", ".join(f"{c} = v.v{i}" for i, c in enumerate(cols))
+            self.con.execute(
+                f"UPDATE {stored('runs')} SET {sets} FROM (SELECT {select}) v "
+                "WHERE run_id = v.run_id_",
+                [[m[0] for m in members]] + [[m[1][c] for m in members] for c in cols])
+
+    def set_run_clocks(self, clocks: list[tuple[str, int | None, str | None]]) -> None:
+        """``(run_id, utc_offset_s, clock_source)`` of many runs in one statement."""
+        if not clocks:
+            return
+        ids, offsets, sources = (list(x) for x in zip(*clocks, strict=True))
+        self.con.execute(
+            f"UPDATE {stored('runs')} SET utc_offset_s = v.o, clock_source = v.s FROM "
+            "(SELECT unnest(?::VARCHAR[]) AS r, unnest(?::INTEGER[]) AS o, "
+            "unnest(?::VARCHAR[]) AS s) v WHERE run_id = v.r AND "
+            "(utc_offset_s IS DISTINCT FROM v.o OR clock_source IS DISTINCT FROM v.s)",
+            [ids, offsets, sources])
 
     def update_run(self, run_id: str, **values: Any) -> None:
         """Set columns of a run (a row is rewritten only when a value differs)."""
@@ -576,9 +616,9 @@ class Store:
         if not envs:
             return
         rows: list[tuple[Any, ...]] = []
-        for run_id, env, columns in envs:
-            self.update_run(run_id, env=env.to_json(), env_fingerprint=env.fingerprint(),
-                            **columns)
+        self.update_runs([(run_id, {"env": env.to_json(), "env_fingerprint": env.fingerprint(),
+                                    **columns}) for run_id, env, columns in envs])
+        for run_id, env, _ in envs:
             rows += [
                 (run_id, k, e.value if isinstance(e.value, str)
                  else json.dumps(e.value, default=str), e.tier, e.source, e.conflict)

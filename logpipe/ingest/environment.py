@@ -36,11 +36,24 @@ def attach_env(store: Store, key: str, manifests: list[Path], options: EnvOption
     loaded = [(str(p), load_manifest(p)) for p in manifests]
     tiers = options.tiers or Tiers.load()
     rewritten: list[tuple[str, RunEnv, dict[str, Any]]] = []
-    for (run_id, server_args, era_label, old_env, old_fp, old_complete, old_version,
-         old_tags) in store.all(
+    runs = store.all(
         "SELECT run_id, server_args, format_era, env, env_fingerprint, env_complete, "
-        "engine_version, tags::VARCHAR FROM runs WHERE source_path = ?", [key]
-    ):
+        "engine_version, tags::VARCHAR, started_at FROM runs WHERE source_path = ?", [key])
+    # the file's facts in a few queries, not a few per run (a file may hold 450 launches)
+    events: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for run_id, kind, attrs in store.all(
+            "SELECT run_id, kind, attrs FROM events WHERE source_path = ? AND kind IN "
+            "('nccl_env', 'nccl_version', 'setting_adjusted', 'attention_backend', "
+            "'capacity', 'load_weight', 'kv_cache', 'graph_capture', 'startup_timings') "
+            "ORDER BY line_no", [key]):
+        events.setdefault(str(run_id), []).append((kind, json.loads(attrs) if attrs else {}))
+    inferred = _dates_inferred(store, key)
+    outer = {str(r) for (r,) in store.all(
+        "SELECT DISTINCT run_id FROM logpipe_internal.line_prefixes WHERE outer_ts_utc AND "
+        "run_id IN (SELECT run_id FROM runs WHERE source_path = ?)", [key])}
+    clocks: list[tuple[str, int | None, str | None]] = []
+    for (run_id, server_args, era_label, old_env, old_fp, old_complete, old_version,
+         old_tags, started_at) in runs:
         previous = RunEnv.from_json(old_env)
         cli = {k: e.value for k, e in previous.entries.items()
                if e.source == "command line" and not k.startswith("tag.")}
@@ -48,16 +61,13 @@ def attach_env(store: Store, key: str, manifests: list[Path], options: EnvOption
                 if e.source == "command line" and k.startswith("tag.")}
         cli.update(options.env)
         tags.update(options.tags)
-        said = log_facts((kind, json.loads(attrs) if attrs else {}) for kind, attrs in store.all(
-            "SELECT kind, attrs FROM events WHERE run_id = ? AND kind IN ('nccl_env', "
-            "'nccl_version', 'setting_adjusted', 'attention_backend', 'capacity', "
-            "'load_weight', 'kv_cache', 'graph_capture', 'startup_timings') "
-            "ORDER BY line_no", [run_id]))
+        said = log_facts(events.get(run_id, []))
         env = build_env(tiers=tiers, manifests=loaded,
                         server_args=json.loads(server_args) if server_args else None,
                         format_era=era_label, cli_env=cli, tags=tags, log_facts=said)
         version = env.entries.get("pkg.sglang")
-        set_clock(store, run_id, env, options.tz)
+        clocks.append((run_id, *clock_of(store, run_id, env, options.tz, started_at,
+                                          run_id in outer, inferred.get(run_id, False))))
         env_json, tags_json = env.to_json(), json.dumps(tags, default=str)
         unchanged = (env_json == old_env and env.fingerprint() == old_fp
                      and env.complete == old_complete and tags_json == old_tags
@@ -68,6 +78,7 @@ def attach_env(store: Store, key: str, manifests: list[Path], options: EnvOption
         if version is not None:
             columns["engine_version"] = str(version.value)
         rewritten.append((run_id, env, columns))
+    store.set_run_clocks(clocks)
     store.set_run_envs(rewritten)
 
 
@@ -86,12 +97,12 @@ WHERE x.ts IS NOT NULL
 """The median of SGLang's stamp minus a host logger's UTC stamp on the same lines."""
 
 
-def set_clock(store: Store, run_id: str, env: RunEnv, tz: str | None) -> None:
+def clock_of(store: Store, run_id: str, env: RunEnv, tz: str | None, at: Any,
+             has_outer: bool, date_inferred: bool) -> tuple[int | None, str | None]:
     """The offset of the run's stamps from UTC, and where it came from: ``--tz``, the
     manifest (the host's zone at capture), or a host logger's zoned stamps beside
-    SGLang's; else unknown (NULL)."""
-    start = store.one("SELECT started_at FROM runs WHERE run_id = ?", [run_id])
-    at = start[0] if start else None
+    SGLang's; else unknown (NULL).  ``date inferred from the file's mtime`` is added when
+    every stamp of the run was printed without a date."""
     offset: int | None = None
     source: str | None = None
     declared = env.entries.get("host.utc_offset_s")
@@ -105,25 +116,22 @@ def set_clock(store: Store, run_id: str, env: RunEnv, tz: str | None) -> None:
         except (InputError, TypeError, ValueError):
             offset = int(declared.value)
         source = "manifest"
-    elif store.one("SELECT 1 FROM logpipe_internal.line_prefixes WHERE run_id = ? "
-                   "AND outer_ts_utc LIMIT 1", [run_id]):  # (most logs have none)
+    elif has_outer:  # (most logs have no host logger's stamps)
         row = store.one(_OUTER_OFFSET_SQL, [run_id])
         if row and row[1]:
             offset, source = clock.rounded(float(row[0])), "outer stamps"
-    if _date_inferred(store, run_id):
+    if date_inferred:
         source = (source + "; " if source else "") + "date inferred from the file's mtime"
-    store.update_run(run_id, utc_offset_s=offset, clock_source=source)
+    return offset, source
 
 
-def _date_inferred(store: Store, run_id: str) -> bool:
-    """Every stamp of the run was printed without a date (``HH:MM:SS``), and no wrapper
-    gave one: its date is the file's modification date, a guess."""
-    row = store.one("SELECT count(*), count(*) FILTER (WHERE ts_raw IS NOT NULL) "
-                    "FROM batches WHERE run_id = ? AND ts IS NOT NULL", [run_id])
-    if row and row[0]:
-        return row[0] == row[1]
-    # no batch line: a run of events only, dated like its file's time-only stamps
-    src = store.one("SELECT count(*), count(*) FILTER (WHERE ts_raw IS NOT NULL) FROM "
-                    "batches WHERE source_path = (SELECT source_path FROM runs WHERE "
-                    "run_id = ?) AND ts IS NOT NULL", [run_id])
-    return bool(src and src[0] and src[0] == src[1])
+def _dates_inferred(store: Store, key: str) -> dict[str, bool]:
+    """Per run of the file: every stamp was printed without a date (``HH:MM:SS``) and no
+    wrapper gave one, so its date is the file's modification date, a guess.  A run without
+    batch lines is dated like the file's other time-only stamps."""
+    per_run = {str(r): bool(n and n == t) for r, n, t in store.all(
+        "SELECT run_id, count(*), count(*) FILTER (WHERE ts_raw IS NOT NULL) FROM batches "
+        "WHERE source_path = ? AND ts IS NOT NULL GROUP BY run_id", [key])}
+    whole = bool(per_run) and all(per_run.values())
+    return {str(r): per_run.get(str(r), whole) for (r,) in store.all(
+        "SELECT run_id FROM runs WHERE source_path = ?", [key])}

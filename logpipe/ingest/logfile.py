@@ -299,18 +299,25 @@ class _RunBook:
             self._ids[int(seq)] = rid
             self._masks[rid] = int(mask) if mask is not None else era.ALL
         self._spans: dict[str, tuple[Any, Any]] = {}
+        self._new: list[tuple[Any, ...]] = []
+        """Runs first seen since the last flush, inserted by it in one statement."""
+        self._launches: list[tuple[str, dict[str, Any]]] = []
+        self._taken: set[str] | None = None
 
     def ids(self) -> dict[int, str]:
         return dict(self._ids)
 
     def _new_name(self, seq: int) -> str:
+        if self._taken is None:  # every name in the database, once (not a query a run)
+            self._taken = {str(n) for (n,) in self.store.all("SELECT name FROM runs")}
         base = run_base_name(self.path)
         if seq > 0:
             base = f"{base}-{seq + 1}"
         name, k = base, 2
-        while self.store.name_taken(name):
+        while name in self._taken:
             name = f"{base}~{k}"
             k += 1
+        self._taken.add(name)
         return name
 
     def observe(self, row: dict[str, Any]) -> None:
@@ -319,8 +326,8 @@ class _RunBook:
         if seq not in self._ids:
             rid = hashlib.sha256(f"{self.key}\n{seq}\n{row['first_ts']}".encode()).hexdigest()[:12]
             mask = era.mask_from_flags(flags)
-            self.store.add_run(rid, self._new_name(seq), self.key, seq, row["first_line"],
-                               row["first_ts"], row["last_ts"], era.label(mask), mask)
+            self._new.append((rid, self._new_name(seq), self.key, seq, row["first_line"],
+                              row["first_ts"], row["last_ts"], era.label(mask), mask))
             self._ids[seq] = rid
             self._masks[rid] = mask
             self.created += 1
@@ -331,11 +338,16 @@ class _RunBook:
         self._spans[rid] = (_least(first, row["first_ts"]), _greatest(last, row["last_ts"]))
 
     def flush(self) -> None:
-        """Write the spans and eras that blocks widened since the last flush."""
+        """Write the runs first seen, then the spans and eras that blocks widened, then
+        the launches' arguments, since the last flush."""
+        self.store.add_runs(self._new)
+        self._new.clear()
         for rid, (first, last) in self._spans.items():
             mask = self._masks[rid]
             self.store.widen_run(rid, first, last, era.label(mask), mask)
         self._spans.clear()
+        self.store.update_runs(self._launches)
+        self._launches.clear()
 
     def launch(self, launch: Launch) -> None:
         rid = self._ids[launch.run_seq]
@@ -354,15 +366,15 @@ class _RunBook:
 
         algo = args.get("speculative_algorithm")
         algo = str(algo) if algo not in (None, "", "None") else None
-        self.store.update_run(
-            rid, server_args=json.dumps(safe, default=str) if args else None,
+        self._launches.append((rid, dict(
+            server_args=json.dumps(safe, default=str) if args else None,
             server_args_raw=redact_text(launch.raw, args), model=args.get("model_path"),
             tp_size=size("tp_size"), dp_size=size("dp_size"), ep_size=size("ep_size"),
             pp_size=size("pp_size"), spec_algorithm=algo,
             spec_num_steps=opt_int("speculative_num_steps"),
             spec_eagle_topk=opt_int("speculative_eagle_topk"),
             spec_num_draft_tokens=opt_int("speculative_num_draft_tokens"),
-            role="speculative" if algo else "baseline")
+            role="speculative" if algo else "baseline")))
 
 
 def _least(a: Any, b: Any) -> Any:
