@@ -536,9 +536,13 @@ def launch(
     db: DbOption = DEFAULT_DB,
     quiet: Annotated[bool, typer.Option(
         help="Show only logpipe's progress lines, not the server's output.")] = False,
+    record_only: Annotated[bool, typer.Option(
+        "--record-only", help="Write the run folder, ingest nothing (needs only the "
+                              "standard library and typer: a bare GPU machine).")] = False,
 ) -> None:
     """Run one experiment: capture the environment, start the server (command after `--`),
-    wait until it is ready, run the bench, stop it, ingest the run.
+    wait until it is ready, run the bench, stop it, ingest the run (with --record-only,
+    leave the folder to be ingested elsewhere).
 
     The run folder holds env.json (written first), server.log, server_info.json, the
     bench's console output and whatever the bench writes under {out}.  Exit 0 when the
@@ -551,7 +555,8 @@ def launch(
     try:
         result = run_launch(list(ctx.args), LaunchOptions(
             name=name, out=out, ready_timeout=ready_timeout, bench=bench,
-            bench_timeout=bench_timeout, db=Path(db), echo=_echo_to_stderr(quiet)))
+            bench_timeout=bench_timeout, db=Path(db), echo=_echo_to_stderr(quiet),
+            record_only=record_only))
     except LogpipeError as exc:
         _fail(exc)
     typer.echo(launch_text(result), nl=False)
@@ -590,6 +595,10 @@ def ab(
     allow_env_diff: Annotated[str | None, typer.Option(
         "--allow-env-diff", help="KEY[,KEY...] identity keys the arms may differ in "
                                  "(added to the plan's allow_env_diff).")] = None,
+    record_only: Annotated[bool, typer.Option(
+        "--record-only", help="Launch and record every run folder; ingest and judge "
+                              "nothing (later, elsewhere: `logpipe ingest DIR` and "
+                              "`logpipe compare --campaign PLAN`).")] = False,
 ) -> None:
     """A/B experiment in one session: baseline and candidates launched in turn (ABBA or
     seeded random order), each through `launch`, then judged launch by launch (the rounds
@@ -624,7 +633,8 @@ def ab(
         if dry_run:
             typer.echo(schedule_text(plan), nl=False)
             raise typer.Exit(0)
-        result = run_plan(plan, Path(db), echo=_echo_to_stderr(quiet or fmt == "json"))
+        result = run_plan(plan, Path(db), echo=_echo_to_stderr(quiet or fmt == "json"),
+                          record_only=record_only)
     except LogpipeError as exc:
         _fail(exc)
     typer.echo(plan_json(result) if fmt == "json" else plan_text(result), nl=False)

@@ -16,6 +16,7 @@ candidate (each against the first run, the reference).  The order of judgement i
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -250,7 +251,7 @@ def pool(name: str, runs: Sequence[RunSamples]) -> RunSamples:
     rounds share it by construction (one plan, one session)."""
     first = runs[0]
     if len(runs) == 1:
-        return first
+        return first if first.name == name else dataclasses.replace(first, name=name)
     decode: dict[int, np.ndarray] = {}
     for r in runs:
         for s, v in r.decode.items():

@@ -40,8 +40,8 @@ from typing import Any
 
 from logpipe.errors import InputError
 from logpipe.releases import in_range
+from logpipe.resources import schemas_dir
 from logpipe.server_args import is_secret_key
-from logpipe.store import schemas_dir
 
 MANIFEST_VERSION = 1
 REDACTED = "<redacted>"

@@ -253,6 +253,8 @@ class LaunchOptions:
     stop_waits: tuple[float, float] = STOP_WAIT_S
     echo: Echo | None = None
     """Receives every server and bench line, and logpipe's own progress lines."""
+    record_only: bool = False
+    """Write the run folder and ingest nothing (standard library only: a bare GPU box)."""
 
 
 @dataclass
@@ -414,7 +416,8 @@ def launch(command: list[str], options: LaunchOptions | None = None) -> LaunchRe
         _supervise(command, options, out, name, host, port, env, result)
     _update_launch(out, status=result.status, server_exit=result.server_exit,
                    bench_exit=result.bench_exit)
-    _ingest(out, options.db, result)
+    if not options.record_only:
+        _ingest(out, options.db, result)
     return result
 
 
@@ -713,7 +716,7 @@ class PlanResult:
 
 def run_plan(plan: Plan, db: Path, *, echo: Echo | None = None,
              stop_waits: tuple[float, float] = STOP_WAIT_S,
-             options: Any = None) -> PlanResult:
+             options: Any = None, record_only: bool = False) -> PlanResult:
     """Launch every arm of ``plan`` in turn, then compare each candidate (its rounds
     pooled) with the baseline (its rounds pooled)."""
     check_plan(plan)
@@ -728,7 +731,7 @@ def run_plan(plan: Plan, db: Path, *, echo: Echo | None = None,
         res = launch(arm.command, LaunchOptions(
             name=name, out=out / name, ready_timeout=plan.ready_timeout, bench=plan.bench,
             bench_timeout=plan.bench_timeout, db=db, env={**plan.env, **arm.env},
-            stop_waits=stop_waits, echo=echo,
+            stop_waits=stop_waits, echo=echo, record_only=record_only,
             launch_info={"plan": plan.name, "arm": arm.name, "round": round_,
                          "role": "baseline" if arm is plan.baseline else "candidate"}))
         launches.append((round_, arm, res))
@@ -745,6 +748,17 @@ def run_plan(plan: Plan, db: Path, *, echo: Echo | None = None,
     result = PlanResult(plan, launches)
     if stopped:
         result.notes.append(stopped)
+    if record_only:
+        for round_, arm, res in launches:
+            result.rounds.setdefault(arm.name, {})[round_] = None
+            if res.status != "ok":
+                result.notes.append(f"{res.name}: {res.status}"
+                                    + (f" ({res.message})" if res.message else ""))
+        result.notes.append(f"recorded only: ingest {out} and judge it with `logpipe compare "
+                            f"--campaign {plan.name}` (anywhere logpipe is installed)")
+        failed = any(res.status != "ok" for _, _, res in launches) or bool(stopped)
+        result.exit_code = 2 if failed else 0
+        return result
     _judge_plan(result, db, options)
     return result
 

@@ -7,12 +7,13 @@ no parser.
 
 from __future__ import annotations
 
-from packaging.version import InvalidVersion, Version
-
 
 def release(version: str) -> tuple[int, int, int] | None:
     """``"0.5.10rc1"`` → ``(0, 5, 10)``: a version's release numbers (PEP 440, through
-    ``packaging``; pre-releases, dev and local parts dropped).  None when it is not one."""
+    ``packaging``; pre-releases, dev and local parts dropped).  None when it is not one.
+    (``packaging`` is imported here: the record-only commands need none of it.)"""
+    from packaging.version import InvalidVersion, Version
+
     try:
         parts = Version(str(version).strip().lstrip("v")).release
     except InvalidVersion:

@@ -32,13 +32,13 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import duckdb
 
 from logpipe.errors import DatabaseError, QueryError
+from logpipe.resources import schemas_dir  # noqa: F401 - re-exported
 
 if TYPE_CHECKING:  # polars is imported where frames are written: an ingest of unchanged
     import polars as pl  # files needs none
@@ -107,13 +107,6 @@ def one_row_view_sql(table: str) -> str:
             f"main.{ALL_ROWS_VIEWS[table]} WHERE duplicate_of IS NULL")
 
 
-def schemas_dir() -> Path:
-    """``$LOGPIPE_SCHEMAS`` or the ``schemas/`` folder shipped inside the package (the
-    repository's top-level ``schemas/`` is a link to it)."""
-    env = os.environ.get("LOGPIPE_SCHEMAS")
-    if env:
-        return Path(env)
-    return Path(str(files("logpipe"))) / "schemas"
 
 
 def migrations() -> list[tuple[int, str, str]]:

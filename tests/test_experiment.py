@@ -33,6 +33,7 @@ from logpipe.experiment import (
     run_plan,
     split_env,
 )
+from logpipe.ingest import ingest_paths
 from logpipe.report import plan_text
 from tests.conftest import ROOT, SAMPLES, query
 
@@ -481,3 +482,59 @@ def test_ab_against_the_real_sglang_cpu_server(tmp_path: Path) -> None:
     assert c.env_status == "comparable", c.notes
     assert c.verdict in ("regression", "improvement", "no significant change")
     assert query(db, "SELECT count(*) FROM runs WHERE env_complete") == [(4,)]
+
+
+_BLOCKED = """
+import sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] in {'duckdb', 'polars', 'numpy', 'scipy', 'pyarrow', 'plotly',
+                                  'great_expectations', 'packaging'}:
+            raise ImportError('not on this GPU machine: ' + name)
+        return None
+sys.meta_path.insert(0, Block())
+sys.argv = ['logpipe'] + sys.argv[1:]
+from logpipe.cli import main
+main()
+"""
+
+
+def test_record_only_on_a_bare_machine_then_judge_elsewhere(tmp_path: Path) -> None:
+    """`ab --record-only` needs only the standard library and typer (a GPU box without
+    duckdb, polars, numpy...); its run folders, ingested and judged later with `compare
+    --campaign`, give what a full `ab` gives."""
+    port = free_port()
+    srv = shlex.join(server(port))
+    plan_file = tmp_path / "demo.toml"
+    plan_file.write_text(
+        f'name = "demo"\nrounds = 1\nready_timeout = 60\nbench = {json.dumps(bench())}\n'
+        f'[baseline]\ncommand = {json.dumps(srv)}\nenv = {{ STANDIN_TPS = "700" }}\n'
+        f'[[candidates]]\nname = "ngram"\n'
+        f'command = {json.dumps(srv + " --speculative-algorithm NGRAM")}\n'
+        'env = { STANDIN_TPS = "550" }\n')
+    recorded = tmp_path / "recorded"
+    proc = subprocess.run([sys.executable, "-c", _BLOCKED, "ab", str(plan_file),
+                           "--record-only", "--out", str(recorded), "--quiet",
+                           "--db", str(tmp_path / "never.duckdb")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "recorded only: ingest" in proc.stdout
+    assert not (tmp_path / "never.duckdb").exists()
+    assert sorted(p.name for p in recorded.iterdir()) == ["demo-baseline-r1", "demo-ngram-r1"]
+    db = tmp_path / "later.duckdb"
+    assert not ingest_paths([recorded], db).failed
+    later = runner.invoke(app, ["compare", "--campaign", "demo", "--db", str(db),
+                                "--format", "json"])
+    again = load_plan(plan_file)
+    again.out = tmp_path / "full"
+    full = run_plan(again, tmp_path / "full.duckdb", stop_waits=FAST_STOP)
+    (c,) = full.comparisons
+    judged = json.loads(later.stdout)["comparisons"][0]
+    assert later.exit_code == full.exit_code == 1
+    assert judged["verdict"] == c.verdict == "regression"
+    assert judged["arms"] == {"demo-baseline": ["demo-baseline-r1"],
+                              "demo-ngram": ["demo-ngram-r1"]}
+    assert judged["environment"]["status"] == c.env_status == "comparable"
+    ratio = next(m for m in judged["metrics"] if m["metric"] == "decode throughput")["ratio"]
+    assert ratio == pytest.approx(550 / 700, rel=0.05)
