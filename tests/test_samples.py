@@ -17,11 +17,11 @@ def test_samples_match_the_generator(tmp_path: Path) -> None:
     for path in written:
         rel = path.relative_to(tmp_path)
         assert (SAMPLES / rel).read_bytes() == path.read_bytes(), rel
-    # real recordings, not generated: the profiler traces and the real engine's campaign
+    # real recordings, not generated: the profiler traces and the real engines' campaigns
     recorded = {"README.md"}
     committed = {p.relative_to(SAMPLES) for p in SAMPLES.rglob("*") if p.is_file()
                  and p.name not in recorded and not p.name.endswith(".trace.json.gz")
-                 and p.relative_to(SAMPLES).parts[0] != "real-cpu"}
+                 and p.relative_to(SAMPLES).parts[0] not in ("real-cpu", "real-gpu")}
     assert committed == {p.relative_to(tmp_path) for p in written}
 
 
