@@ -31,6 +31,8 @@ from typing import Any
 import numpy as np
 from scipy import stats as sps
 
+from logpipe.stats import decide
+
 MIN_LAUNCH_LINES = 3
 """Steady decode lines a launch needs at a stratum for its median there to count as the
 launch's value (the ``launch_values`` view applies the same floor)."""
@@ -155,26 +157,10 @@ def _disagreeing(names: Sequence[str], diffs: np.ndarray, threshold: float) -> s
 def _decide(t: LaunchTest, higher_is_better: bool | None, alpha: float,
             threshold: float) -> None:
     assert t.ratio is not None and t.ci_low is not None and t.ci_high is not None
-    beyond = abs(t.ratio - 1) > threshold
-    ci_beyond = t.ci_low > 1 + threshold or t.ci_high < 1 - threshold
-    p = t.p_value if t.p_value is not None else 1.0
-    size = f"{(t.ratio - 1) * 100:+.1f}%"
-    interval = f"95% CI {t.ci_low:.3f}–{t.ci_high:.3f}"
-    if p < alpha and beyond and ci_beyond:
-        up = t.ratio > 1
-        t.verdict = ("info" if higher_is_better is None else
-                     "improvement" if up == higher_is_better else "regression")
-        t.detail = f"{size} across launches (p = {p:.2g}, {interval})"
-        return
-    t.verdict = "no significant change"
-    why = []
-    if p >= alpha:
-        why.append(f"p = {p:.2g} ≥ {alpha:g}")
-    if not beyond:
-        why.append(f"|{size}| within ±{threshold * 100:g}%")
-    elif not ci_beyond:
-        why.append(f"{interval} reaches into 1 ± {threshold:g}")
-    t.detail = f"{size} across launches: " + "; ".join(why)
+    t.verdict, t.detail = decide(t.ratio, t.ci_low, t.ci_high,
+                                 t.p_value if t.p_value is not None else 1.0, alpha=alpha,
+                                 threshold=threshold, higher_is_better=higher_is_better,
+                                 unit=" across launches")
 
 
 def judge_launches(names_a: Sequence[str], values_a: Sequence[float | None],

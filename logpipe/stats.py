@@ -172,18 +172,24 @@ def compare_samples(a: Any, b: Any, *,
         return base
     lo, hi = bootstrap_ratio_ci(a, b)
     base.ci_low, base.ci_high = lo, hi
-    ratio = base.ratio or 1.0
+    base.verdict, base.detail = decide(base.ratio or 1.0, lo, hi, p, alpha=alpha,
+                                       threshold=threshold,
+                                       higher_is_better=higher_is_better)
+    return base
+
+
+def decide(ratio: float, lo: float, hi: float, p: float, *, alpha: float, threshold: float,
+           higher_is_better: bool | None, unit: str = "") -> tuple[str, str]:
+    """The three conditions of a change, for lines or launches alike: ``p`` < α, the ratio
+    beyond the practical threshold δ and its 95% interval ``lo``–``hi`` entirely beyond
+    1 ± δ.  Returns the verdict and why (``unit`` names what the ratio is across)."""
+    size = f"{(ratio - 1) * 100:+.1f}%{unit}"
     beyond = abs(ratio - 1) > threshold
     ci_beyond = lo > 1 + threshold or hi < 1 - threshold
     if p < alpha and beyond and ci_beyond:
-        up = ratio > 1
-        if higher_is_better is None:
-            base.verdict = "info"
-        else:
-            base.verdict = "improvement" if up == higher_is_better else "regression"
-        base.detail = (f"{(ratio - 1) * 100:+.1f}% (p = {p:.2g}, 95% CI {lo:.3f}–{hi:.3f})")
-        return base
-    base.verdict = "no significant change"
+        verdict = ("info" if higher_is_better is None else
+                   "improvement" if (ratio > 1) == higher_is_better else "regression")
+        return verdict, f"{size} (p = {p:.2g}, 95% CI {lo:.3f}–{hi:.3f})"
     why = []
     if p >= alpha:
         why.append(f"p = {p:.2g} ≥ {alpha:g}")
@@ -191,8 +197,7 @@ def compare_samples(a: Any, b: Any, *,
         why.append(f"|{(ratio - 1) * 100:+.1f}%| within ±{threshold * 100:g}%")
     elif not ci_beyond:
         why.append(f"95% CI {lo:.3f}–{hi:.3f} reaches into 1 ± {threshold:g}")
-    base.detail = "; ".join(why)
-    return base
+    return "no significant change", (f"{size}: " if unit else "") + "; ".join(why)
 
 
 def compare_proportions(k_a: int, n_a: int, k_b: int, n_b: int, *, alpha: float = 0.05,
