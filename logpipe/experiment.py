@@ -39,6 +39,7 @@ from typing import IO, Any
 
 from logpipe.env import Tiers, capture, launch_args
 from logpipe.errors import InputError, LogpipeError
+from logpipe.interrupts import catch_signals
 
 READY_LINE = "The server is fired up and ready to roll"
 DEFAULT_PORT = 30000
@@ -361,24 +362,6 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
-class _TermAsInterrupt:
-    """SIGTERM (``timeout``, a job scheduler, ``kill``) stops a launch as Ctrl-C does:
-    children stopped, what was written kept, the run ingested."""
-
-    def __enter__(self) -> None:
-        self._old = None
-        if threading.current_thread() is threading.main_thread():
-            self._old = signal.signal(signal.SIGTERM, self._raise)
-
-    @staticmethod
-    def _raise(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    def __exit__(self, *exc: object) -> None:
-        if self._old is not None:
-            signal.signal(signal.SIGTERM, self._old)
-
-
 def _write_manifest(out: Path, command: list[str], env: Mapping[str, str],
                     info: dict[str, Any]) -> None:
     manifest = capture(command, environ=env)
@@ -412,7 +395,7 @@ def launch(command: list[str], options: LaunchOptions | None = None) -> LaunchRe
     info = {"name": name, **options.launch_info, "status": "starting"}
     _write_manifest(out, command, env, info)
     result = LaunchResult(name, out, "failed")
-    with _TermAsInterrupt():
+    with catch_signals():
         _supervise(command, options, out, name, host, port, env, result)
     _update_launch(out, status=result.status, server_exit=result.server_exit,
                    bench_exit=result.bench_exit)

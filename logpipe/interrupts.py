@@ -25,6 +25,13 @@ def requested() -> bool:
 
 @contextmanager
 def catch_signals() -> Iterator[None]:
+    """Within: SIGINT and SIGTERM raise ``KeyboardInterrupt`` (a job scheduler's or
+    ``timeout``'s SIGTERM stops a command as Ctrl-C does).  Only the main thread can
+    install handlers; elsewhere this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
     def stop(signum: int, frame: Any) -> None:
         _requested.set()
         raise KeyboardInterrupt
