@@ -429,7 +429,9 @@ def compare_with_baseline(db: str, ref: str, options: Options = DEFAULTS) -> Com
             probe = Comparison(base.name, spec.name, base.run_id, spec.run_id, "comparable",
                                None, options=options)
             if _environment(base, spec, probe, options) and not base.profiled:
-                c = compare_runs(base, spec, options)
+                # judged like `compare --run BASE --run SPEC`: against the launch noise
+                c = compare_runs(base, spec, options,
+                                 noise_for(store, base.fingerprint, base.model))
                 c.notes.insert(0, f"baseline chosen: {base.name}, the nearest in time of the "
                                   f"baselines of the same model whose environment matches "
                                   f"({len(rows)} baseline(s) of that model)")
