@@ -68,9 +68,19 @@ def wait_until_ready(log: Path, seconds: float = 60) -> None:
     pytest.fail(f"the stand-in never became ready ({log})")
 
 
-def no_children_left(marker: str) -> bool:
-    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    return not any(marker in line and "ps -eo" not in line for line in out.splitlines())
+def no_children_left(marker: str, besides: int | None = None) -> bool:
+    """No process on this machine but `besides` has `marker` in its command line. Read from
+    /proc, not `ps`: ps cuts command lines at $COLUMNS, which hid a long server command."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) in (os.getpid(), besides):
+            continue
+        try:
+            args = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+        if marker in args:
+            return False
+    return True
 
 
 def test_launch_captures_runs_benchmarks_stops_and_ingests(tmp_path: Path) -> None:
@@ -212,9 +222,11 @@ def test_kill_9_of_logpipe_still_stops_the_server_and_the_bench(tmp_path: Path) 
     try:
         wait_until_ready(tmp_path / "killed" / "server.log")
         deadline = time.monotonic() + 30
-        while no_children_left("time.sleep(121)") and time.monotonic() < deadline:
-            time.sleep(0.2)  # the bench has started
-        assert not no_children_left(f"--port {port}")
+        while no_children_left("time.sleep(121)", besides=proc.pid) \
+                and time.monotonic() < deadline:
+            time.sleep(0.2)  # the bench has started (logpipe's own command line names it)
+        assert not no_children_left("time.sleep(121)", besides=proc.pid), "no bench started"
+        assert not no_children_left(f"--port {port}", besides=proc.pid), "no server running"
         proc.kill()
         proc.wait(timeout=10)
         deadline = time.monotonic() + 20
