@@ -539,6 +539,11 @@ def launch(
     record_only: Annotated[bool, typer.Option(
         "--record-only", help="Write the run folder, ingest nothing (needs only the "
                               "standard library and typer: a bare GPU machine).")] = False,
+    profile: Annotated[int | None, typer.Option(
+        "--profile", metavar="STEPS", min=1,
+        help="Profile STEPS busy scheduler steps during the bench (/start_profile with "
+             "num_steps); the trace goes to the run folder's profile/, and only that "
+             "window is marked profiled.")] = None,
 ) -> None:
     """Run one experiment: capture the environment, start the server (command after `--`),
     wait until it is ready, run the bench, stop it, ingest the run (with --record-only,
@@ -556,7 +561,7 @@ def launch(
         result = run_launch(list(ctx.args), LaunchOptions(
             name=name, out=out, ready_timeout=ready_timeout, bench=bench,
             bench_timeout=bench_timeout, db=Path(db), echo=_echo_to_stderr(quiet),
-            record_only=record_only))
+            record_only=record_only, profile_steps=profile))
     except LogpipeError as exc:
         _fail(exc)
     typer.echo(launch_text(result), nl=False)

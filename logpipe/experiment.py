@@ -46,6 +46,14 @@ DEFAULT_PORT = 30000
 STOP_WAIT_S = (30.0, 10.0)
 """Seconds to wait after SIGINT, then after SIGTERM, before the next signal."""
 TAIL_LINES = 20
+PROFILE_AFTER_DECODE_LINES = 1
+"""``--profile``: the profiler is started once the bench has made the server print this
+many ``Decode batch`` lines, so that it records busy decode steps, not the first prefills
+or an idle loop (an idle profile recorded the idle loop: tens of MB, minutes of export).
+One is enough: SGLang prints one every ``--decode-log-interval`` steps (40 by default), so
+the first means the server has been decoding that long."""
+PROFILE_EXPORT_WAIT_S = 120.0
+"""Seconds the server is given, after the bench, to finish writing its trace."""
 
 Echo = Callable[[str], None]
 
@@ -155,6 +163,9 @@ class Server:
         self.log_path = log_path
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
         self.ready_seen = threading.Event()
+        self.decode_lines = 0
+        """``Decode batch`` lines printed so far (``--profile`` waits for busy steps)."""
+        self.profile_done = threading.Event()
         self._echo = echo
         self._log: IO[bytes] = open(log_path, "ab")  # noqa: SIM115 - closed by stop()
         try:
@@ -178,6 +189,10 @@ class Server:
             self.tail.append(line)
             if READY_LINE in line:
                 self.ready_seen.set()
+            elif "Decode batch" in line:
+                self.decode_lines += 1
+            elif "Profiling done" in line:
+                self.profile_done.set()
             if self._echo is not None:
                 self._echo(line)
 
@@ -256,6 +271,10 @@ class LaunchOptions:
     """Receives every server and bench line, and logpipe's own progress lines."""
     record_only: bool = False
     """Write the run folder and ingest nothing (standard library only: a bare GPU box)."""
+    profile_steps: int | None = None
+    """Profile this many busy scheduler steps during the bench (``POST /start_profile``
+    with ``num_steps``, never open-ended); the trace goes to ``profile/`` in the run
+    folder, and only that window of the run is marked profiled."""
 
 
 @dataclass
@@ -354,6 +373,79 @@ def _bench(command: list[str], out: Path, env: Mapping[str, str], echo: Echo | N
         return code, why
 
 
+class _Profiler:
+    """``--profile STEPS``: a thread, started with the bench, that waits until the server
+    is decoding (:data:`PROFILE_AFTER_DECODE_LINES` decode lines since the bench began),
+    then asks it for a profile of ``steps`` scheduler steps.  SGLang stops the profiler
+    by itself after them and writes the trace (``Profiling done``); :meth:`finish` waits
+    for that, bounded, and returns what happened, for the manifest."""
+
+    def __init__(self, server: Server, host: str, port: int, out: Path, steps: int,
+                 say: Echo) -> None:
+        self.server, self.url, self.steps, self.say = server, \
+            f"http://{host}:{port}/start_profile", steps, say
+        self.dir = out / "profile"
+        self.bench_done = threading.Event()
+        self.record: dict[str, Any] = {"steps": steps, "output_dir": "profile",
+                                       "status": "not started"}
+        self._start = server.decode_lines
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while self.server.decode_lines - self._start < PROFILE_AFTER_DECODE_LINES:
+            if self.bench_done.is_set() or not self.server.alive():
+                self.record["status"] = "not taken"
+                self.record["message"] = "the bench ended before the server was decoding"
+                return
+            time.sleep(0.05)
+        self.dir.mkdir(exist_ok=True)
+        activities = ["CPU", "GPU"] if _has_gpu() else ["CPU"]
+        body = {"num_steps": self.steps, "activities": activities,
+                "output_dir": str(self.dir.resolve())}
+        self.record.update(activities=activities, after_decode_lines=PROFILE_AFTER_DECODE_LINES,
+                           requested_at=time.time())
+        self.say(f"logpipe: profiling {self.steps} steps ({', '.join(activities)})")
+        status, text = _post(self.url, body, timeout=60)
+        self.record["response"] = f"{status} {text[:200]}".strip()
+        self.record["status"] = "requested" if status == 200 else "refused"
+
+    def finish(self) -> dict[str, Any]:
+        self.bench_done.set()
+        self._thread.join(timeout=70)
+        if self.record["status"] == "requested":
+            if self.server.profile_done.wait(PROFILE_EXPORT_WAIT_S):
+                self.record["status"] = "done"
+                self.record["traces"] = sorted(
+                    str(p.relative_to(self.dir.parent)) for p in self.dir.rglob("*")
+                    if p.is_file())
+            else:
+                self.record["status"] = "unfinished"
+                self.record["message"] = (f"no 'Profiling done' within "
+                                          f"{PROFILE_EXPORT_WAIT_S:g} s after the bench")
+        if self.record["status"] != "done":
+            self.say(f"logpipe: profile {self.record['status']}"
+                     + (f": {self.record['message']}" if self.record.get("message") else ""))
+        return self.record
+
+
+def _has_gpu() -> bool:
+    """An NVIDIA device is visible here (the profiler then records GPU activity too)."""
+    return Path("/dev/nvidia0").exists() or Path("/proc/driver/nvidia").exists()
+
+
+def _post(url: str, body: Mapping[str, Any], timeout: float) -> tuple[int, str]:
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - localhost
+            return int(resp.status), resp.read().decode("utf-8", errors="replace")
+    except urllib.error.HTTPError as exc:
+        return int(exc.code), exc.read().decode("utf-8", errors="replace")
+    except (OSError, ValueError) as exc:
+        return 0, str(exc)
+
+
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -427,8 +519,13 @@ def _supervise(command: list[str], options: LaunchOptions, out: Path, name: str,
             if options.bench:
                 bench = fill(options.bench, out=out, port=port, name=name, host=host)
                 say(f"logpipe: bench: {shlex.join(bench)}")
+                profiler = None
+                if options.profile_steps:
+                    profiler = _Profiler(server, host, port, out, options.profile_steps, say)
                 result.bench_exit, why = _bench(bench, out, env, echo, server,
                                                 options.bench_timeout)
+                if profiler is not None:
+                    _update_launch(out, profile=profiler.finish())
                 result.status = "ok" if result.bench_exit == 0 and why is None \
                     else "bench failed"
                 if why is not None:
@@ -498,6 +595,8 @@ class Plan:
     """The server argument a ``[sweep]`` varies across the candidates."""
     fail_fast: bool = True
     """Stop the campaign when an arm's first launch fails (``--keep-going``: go on)."""
+    profile: int | None = None
+    """Profile this many busy steps in the first launch of every arm (``launch --profile``)."""
 
     @property
     def arms(self) -> list[Arm]:
@@ -558,7 +657,7 @@ def _arm(name: str, command: Any, env: Mapping[str, Any] | None, where: str) -> 
 
 PLAN_KEYS = ("name", "rounds", "order", "seed", "ready_timeout", "bench_timeout", "out",
              "allow_env_diff", "bench", "env", "baseline", "candidates", "sweep",
-             "fail_fast")
+             "fail_fast", "profile")
 ARM_KEYS = ("name", "command", "env")
 
 
@@ -616,6 +715,7 @@ def load_plan(path: Path, check: bool = True) -> Plan:
                           base.get("env"), "baseline.command"),
             candidates=candidates, bench=str(data["bench"]),
             fail_fast=bool(data.get("fail_fast", True)),
+            profile=int(data["profile"]) if data.get("profile") else None,
             rounds=int(data.get("rounds", 2)), order=str(data.get("order", "abba")),
             seed=int(data.get("seed", 0)),
             ready_timeout=float(data.get("ready_timeout", 600)),
@@ -715,6 +815,8 @@ def run_plan(plan: Plan, db: Path, *, echo: Echo | None = None,
             name=name, out=out / name, ready_timeout=plan.ready_timeout, bench=plan.bench,
             bench_timeout=plan.bench_timeout, db=db, env={**plan.env, **arm.env},
             stop_waits=stop_waits, echo=echo, record_only=record_only,
+            profile_steps=plan.profile if sum(1 for _, a, _ in launches if a is arm) == 0
+            else None,
             launch_info={"plan": plan.name, "arm": arm.name, "round": round_,
                          "role": "baseline" if arm is plan.baseline else "candidate"}))
         launches.append((round_, arm, res))
@@ -851,8 +953,12 @@ def schedule_text(plan: Plan) -> str:
     lines = [f"Plan {plan.name}: {len(plan.schedule())} launch(es), {plan.rounds} round(s), "
              f"order {plan.order}" + (", stops when an arm's first launch fails"
                                       if plan.fail_fast else ", keeps going on failures")]
+    seen: set[str] = set()
     for i, (round_, arm) in enumerate(plan.schedule(), 1):
-        lines.append(f"  [{i}] {plan.run_name(arm, round_)}")
+        profiled = plan.profile and arm.name not in seen
+        seen.add(arm.name)
+        lines.append(f"  [{i}] {plan.run_name(arm, round_)}"
+                     + (f" (profiles {plan.profile} busy steps)" if profiled else ""))
     for arm in plan.arms:
         env = {**plan.env, **arm.env}
         lines.append(f"{arm.name}: {shlex.join(arm.command)}")

@@ -645,9 +645,13 @@ class Store:
 
     def derive_profiled(self) -> None:
         """``runs.profiled``, from its evidence and nothing else (so it is cleared when the
-        evidence goes): a profiler started in the log, a trace linked to the run, a phase
-        dump taken with device synchronisation, ``CUDA_LAUNCH_BLOCKING=1`` or the tag
-        ``profiled`` in its environment."""
+        evidence goes): a profiler started in the log and never stopped, a trace linked to
+        a run with no bounded profiler window, a phase dump taken with device
+        synchronisation, ``CUDA_LAUNCH_BLOCKING=1`` or the tag ``profiled`` in its
+        environment.  A profiler window the log bounds (``Profiling starts`` …
+        ``Stop profiling`` / ``Profiling done``, as ``/start_profile`` with ``num_steps``
+        leaves) profiles only its batch lines (``batch_states.state = 'profiled'``), not
+        the launch."""
         self.con.execute(PROFILED_SQL)
 
 
@@ -655,9 +659,16 @@ PROFILED_SQL = f"""
 UPDATE {INTERNAL}.runs SET profiled = d.profiled
 FROM (
     SELECT r.run_id,
-           coalesce(r.run_id IN (SELECT run_id FROM {INTERNAL}.events
-                                 WHERE kind = 'profiling_start' AND run_id IS NOT NULL)
-        OR r.run_id IN (SELECT run_id FROM {INTERNAL}.traces WHERE run_id IS NOT NULL)
+           coalesce(r.run_id IN (SELECT s.run_id FROM {INTERNAL}.events s
+                                 WHERE s.kind = 'profiling_start' AND s.run_id IS NOT NULL
+                                   AND NOT EXISTS (
+                                       SELECT 1 FROM {INTERNAL}.events e
+                                       WHERE e.run_id = s.run_id AND e.kind = 'profiling_stop'
+                                         AND e.line_no > s.line_no))
+        OR r.run_id IN (SELECT run_id FROM {INTERNAL}.traces WHERE run_id IS NOT NULL
+                        AND run_id NOT IN (SELECT run_id FROM {INTERNAL}.events
+                                           WHERE kind = 'profiling_stop'
+                                             AND run_id IS NOT NULL))
         OR r.run_id IN (SELECT run_id FROM {INTERNAL}.phase_timings
                         WHERE synchronized AND run_id IS NOT NULL)
         OR r.run_id IN (SELECT run_id FROM run_env

@@ -15,6 +15,7 @@ die during load, to never become ready, to start slowly, or to ignore SIGINT.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import random
@@ -24,6 +25,7 @@ import threading
 import time
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 LOCK = threading.Lock()
@@ -93,6 +95,9 @@ class Handler(BaseHTTPRequestHandler):
             req = json.loads(self.rfile.read(length) or b"{}")
         except ValueError:
             req = {}
+        if self.path == "/start_profile":
+            self._start_profile(req)
+            return
         if self.path != "/generate":
             self._reply(404, {})
             return
@@ -104,6 +109,46 @@ class Handler(BaseHTTPRequestHandler):
             os._exit(1)
         generate(self.opts, n, self.state)
         self._reply(200, {"text": "x" * n, "meta_info": {"completion_tokens": n}})
+
+
+    def _start_profile(self, req: dict[str, Any]) -> None:
+        """As SGLang 0.5.23: the profiler starts at once and, with num_steps, stops by
+        itself after that many scheduler steps (decode lines here) and writes its trace."""
+        out = req.get("output_dir") or "/tmp"
+        pid = f"{time.time():.6f}"
+        with LOCK:
+            PROFILE.update(dir=out, id=pid, left=int(req.get("num_steps") or 0),
+                           activities=req.get("activities"))
+        say(f"Profiling starts. Traces will be saved to: {out} (with profile id: {pid})")
+        self._reply(200, {"success": True, "message": "Start profiling."})
+
+
+PROFILE: dict[str, Any] = {}
+"""The open profile (a ``/start_profile`` not yet done), as the stand-in's scheduler
+knows it."""
+
+
+def profile_step() -> None:
+    """One scheduler step under an open profile; after the last, the trace is written."""
+    with LOCK:
+        if not PROFILE.get("left"):
+            return
+        PROFILE["left"] -= 1
+        if PROFILE["left"]:
+            return
+        out, pid = Path(PROFILE["dir"]), PROFILE["id"]
+        PROFILE.clear()
+    say("Stop profiling...")
+    out.mkdir(parents=True, exist_ok=True)
+    now_us = time.time() * 1e6
+    trace = {"schemaVersion": 1, "traceEvents": [
+        {"ph": "X", "cat": "user_annotation", "name": "step[DECODE bs=1]", "pid": 1,
+         "tid": 1, "ts": now_us, "dur": 1000.0},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
+         "ts": now_us + 10, "dur": 500.0}]}
+    with gzip.open(out / f"{pid}-TP-0.trace.json.gz", "wt") as fh:
+        json.dump(trace, fh)
+    say(f"Profiling done. Traces are saved to: {out}")
 
 
 def generate(opts: argparse.Namespace, tokens: int, state: dict[str, Any]) -> None:
@@ -125,6 +170,7 @@ def generate(opts: argparse.Namespace, tokens: int, state: dict[str, Any]) -> No
         say(f"Decode batch, #running-req: {running}, #token: {used}, token usage: "
             f"{used / 8192:.2f}, {spec}cpu graph: False, gen throughput (token/s): "
             f"{opts.tps * rng.uniform(0.97, 1.03):.2f}, #queue-req: 0")
+        profile_step()
     with LOCK:
         state["running"] -= 1
 

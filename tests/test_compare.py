@@ -156,6 +156,11 @@ def generated_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
                          "to: /tmp/prof (with profile id: 1764000000.0)")
     profiled.insert(mid + 30, "[2026-05-04 09:01:30 TP0 EP0] Stop profiling...")
     _write_run(root, "profiled", profiled, manifest)
+    # a profiler started and never stopped in the log: the whole launch is profiled
+    open_ended = gen.mission_log(62.9, 0.7, seed=15, start=start)
+    open_ended.insert(len(open_ended) // 2, "[2026-05-04 09:01:00 TP0 EP0] Profiling starts. "
+                      "Traces will be saved to: /tmp/prof (with profile id: 1764000001.0)")
+    _write_run(root, "profiled-open", open_ended, manifest)
     _write_run(root, "tiny-a", tiny.lines, {**manifest, "tags": {"build": "tiny-a"}})
     _write_run(root, "tiny-b", tiny2.lines, {**manifest, "tags": {"build": "tiny-b"}})
     db = root / "g.duckdb"
@@ -213,15 +218,28 @@ def test_two_steady_samples_each_is_insufficient(generated_db: Path) -> None:
 
 
 def test_profiled_run_is_not_compared_with_unprofiled(generated_db: Path) -> None:
-    code, out = cmp(generated_db, "--run", "base", "--run", "profiled")
+    code, out = cmp(generated_db, "--run", "base", "--run", "profiled-open")
     assert code == 3
     c = out["comparisons"][0]
-    assert c["profiled"] == {"base": False, "profiled": True}
-    assert "profiled ran with a profiler" in c["notes"][0]
-    code, out = cmp(generated_db, "--run", "base", "--run", "profiled", "--allow-profiled")
+    assert c["profiled"] == {"base": False, "profiled-open": True}
+    assert "profiled-open ran with a profiler" in c["notes"][0]
+    code, out = cmp(generated_db, "--run", "base", "--run", "profiled-open",
+                    "--allow-profiled")
     assert code == 0
-    excluded = out["comparisons"][0]["excluded_lines"]["profiled"]
+    excluded = out["comparisons"][0]["excluded_lines"]["profiled-open"]
     assert excluded["inside a profiled interval"] > 0
+
+
+def test_a_bounded_profile_window_profiles_its_lines_not_the_launch(
+        generated_db: Path) -> None:
+    """`/start_profile` with num_steps: the log bounds the window (Profiling starts …
+    Stop profiling), so only the lines inside it leave the steady state."""
+    code, out = cmp(generated_db, "--run", "base", "--run", "profiled")
+    assert code == 0, out
+    c = out["comparisons"][0]
+    assert c["profiled"] == {"base": False, "profiled": False}
+    excluded = c["excluded_lines"]["profiled"]
+    assert 0 < excluded["inside a profiled interval"] <= 29  # the lines between the two
 
 
 def test_configured_warmup_drops_lines(generated_db: Path) -> None:

@@ -231,8 +231,9 @@ def test_kill_9_of_logpipe_still_stops_the_server_and_the_bench(tmp_path: Path) 
         proc.wait(timeout=10)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and not (
-                no_children_left(f"--port {port}") and no_children_left("time.sleep(121)")):
-            time.sleep(0.2)
+                no_children_left(f"--port {port}") and no_children_left("time.sleep(121)")
+                and not port_in_use("127.0.0.1", port)):  # an exiting process drops its
+            time.sleep(0.2)  # command line a moment before its sockets
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -550,3 +551,40 @@ def test_record_only_on_a_bare_machine_then_judge_elsewhere(tmp_path: Path) -> N
     assert judged["environment"]["status"] == c.env_status == "comparable"
     ratio = next(m for m in judged["metrics"] if m["metric"] == "decode throughput")["ratio"]
     assert ratio == pytest.approx(550 / 700, rel=0.05)
+
+
+def test_launch_profile_takes_a_bounded_window_of_busy_steps(tmp_path: Path) -> None:
+    """--profile STEPS: /start_profile with num_steps once the bench has the server
+    decoding; the trace lands in the run folder, links by profile id, and only the
+    window's lines are profiled (the launch stays usable as a baseline)."""
+    port = free_port()
+    db = tmp_path / "db.duckdb"
+    res = launch(server(port), LaunchOptions(
+        out=tmp_path / "prof", bench=bench(), db=db, ready_timeout=60, stop_waits=FAST_STOP,
+        profile_steps=4))
+    assert res.status == "ok", res.message
+    profile = json.loads((tmp_path / "prof" / "env.json").read_text())["launch"]["profile"]
+    assert profile["status"] == "done" and profile["steps"] == 4
+    assert profile["activities"] == ["CPU"] or Path("/dev/nvidia0").exists()
+    [trace] = profile["traces"]
+    assert (tmp_path / "prof" / trace).is_file()
+    log = (tmp_path / "prof" / "server.log").read_text().splitlines()
+    start = next(i for i, line in enumerate(log) if "Profiling starts" in line)
+    assert sum("Decode batch" in line for line in log[:start]) >= 1  # decoding, not warm-up
+    assert query(db, "SELECT r.profiled, t.link_method FROM traces t JOIN runs r "
+                     "USING (run_id)") == [(False, "profile id")]
+    assert query(db, "SELECT count(*) FROM batch_states WHERE state = 'profiled'") == [(4,)]
+    assert query(db, "SELECT steady_decode_lines > 0 FROM run_summary") == [(True,)]
+
+
+def test_launch_profile_not_taken_when_the_bench_never_decodes(tmp_path: Path) -> None:
+    port = free_port()
+    quick = shlex.join([sys.executable, "-c", "pass"])
+    res = launch(server(port), LaunchOptions(
+        out=tmp_path / "noprof", bench=quick, db=tmp_path / "db.duckdb", ready_timeout=60,
+        stop_waits=FAST_STOP, profile_steps=4))
+    assert res.status == "ok"
+    profile = json.loads((tmp_path / "noprof" / "env.json").read_text())["launch"]["profile"]
+    assert profile["status"] == "not taken"
+    assert profile["message"] == "the bench ended before the server was decoding"
+    assert not (tmp_path / "noprof" / "profile").exists()
