@@ -493,6 +493,31 @@ class Store:
                 self.con.execute(f"DELETE FROM {stored(table)} WHERE source_id = ?", [row[0]])
         self.con.execute("DELETE FROM sources WHERE path = ?", [path])
 
+    def unmake_runs(self, run_ids: list[str]) -> list[int]:
+        """Take back runs of the file being ingested (its transaction): their rows go,
+        other tables' rows that named them keep no run.  Returns the line numbers of the
+        record lines they held (batches, events, HTTP lines), for ``rejects``."""
+        if not run_ids:
+            return []
+        lines = [int(n) for (n,) in self.con.execute(
+            f"SELECT line_no FROM {stored('batches')} WHERE run_id IN (SELECT unnest(?)) "
+            f"UNION SELECT line_no FROM {stored('events')} WHERE run_id IN (SELECT unnest(?)) "
+            f"UNION SELECT line_no FROM {stored('http_requests')} "
+            "WHERE run_id IN (SELECT unnest(?)) ORDER BY 1",
+            [run_ids, run_ids, run_ids]).fetchall()]
+        for table in ("batches", "events", "http_requests", "line_prefixes"):
+            self.con.execute(f"DELETE FROM {stored(table)} WHERE run_id IN (SELECT unnest(?))",
+                             [run_ids])
+        self.con.execute(f"UPDATE {stored('rejects')} SET run_id = NULL "
+                         "WHERE run_id IN (SELECT unnest(?))", [run_ids])
+        for table in ("bench_results", "phase_timings", "request_metrics", "traces"):
+            self.con.execute(f"UPDATE {stored(table)} SET run_id = NULL, link_method = NULL "
+                             "WHERE run_id IN (SELECT unnest(?))", [run_ids])
+        self.con.execute("DELETE FROM run_env WHERE run_id IN (SELECT unnest(?))", [run_ids])
+        self.con.execute(f"DELETE FROM {stored('runs')} WHERE run_id IN (SELECT unnest(?))",
+                         [run_ids])
+        return lines
+
     def move_source(self, old: str, new: str) -> None:
         """Re-point a moved (rotated) file's rows to its new path: one row of ``sources``."""
         self._source_ids.pop(old, None)

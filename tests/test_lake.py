@@ -234,8 +234,10 @@ def _two_racks(tmp_path: Path) -> Path:
             folder = fleet_dir / rack / node
             folder.mkdir(parents=True)
             text = src.read_text()
-            if rack == "rack-b":  # another server: another first line
-                text = f"starting on {rack}/{node}\n" + text
+            if rack == "rack-b":  # another server, a day later: another first line
+                # (the same lines at the same times would be a copy of rack-a's log)
+                text = f"starting on {rack}/{node}\n" + text.replace("2026-03-01",
+                                                                       "2026-03-02")
             (folder / "server.log").write_text(text)
     shutil.copytree(SAMPLES / "real-cpu" / "real-cpu-baseline-r1",
                     fleet_dir / "rack-a" / "bench-run")

@@ -42,6 +42,31 @@ def test_a_notes_file_quoting_log_lines_is_not_a_run(tmp_path: Path) -> None:
     assert len(result.unlinked) == 2  # the benchmarks stay unlinked, said so
 
 
+def test_a_plain_text_note_quoting_a_line_makes_no_run(tmp_path: Path) -> None:
+    """A .txt or .log has no fences to go by: a line or two of SGLang among prose is a
+    quotation, not a server's output.  No run; the line is in rejects, saying why."""
+    prose = NOTES.replace("`", "").replace("# ", "")
+    (tmp_path / "notes.txt").write_text(prose)
+    shutil.copy(BENCH, tmp_path / "bench.jsonl")
+    db = tmp_path / "db.duckdb"
+    result = ingest_paths([tmp_path], db)
+    assert not result.failed
+    assert query(db, "SELECT count(*) FROM runs") == [(0,)]
+    assert query(db, "SELECT (SELECT count(*) FROM batches) + (SELECT count(*) FROM events)") \
+        == [(0,)]
+    rows = query(db, "SELECT line_no, reason, raw FROM rejects ORDER BY line_no")
+    assert [n for n, _, _ in rows] == [3, 6]
+    assert all("quoted among" in why and "no run made" in why for _, why, _ in rows)
+    assert "server_args=ServerArgs(" in rows[0][2] and "Decode batch" in rows[1][2]
+    assert len(result.unlinked) == 2
+    # the same lines in a real log's company are records (the server_args a new launch)
+    (tmp_path / "server.log").write_text(REAL_LOG.read_text() + prose)
+    db2 = tmp_path / "db2.duckdb"
+    ingest_paths([tmp_path / "server.log"], db2)
+    assert query(db2, "SELECT count(*) FROM rejects") == [(0,)]
+    assert query(db2, "SELECT count(*) FROM runs") == [(2,)]
+
+
 def test_log_lines_in_a_fenced_block_of_notes_are_read(tmp_path: Path) -> None:
     lines = REAL_LOG.read_text().splitlines()
     fenced = "\n".join(lines[:400])
@@ -104,3 +129,41 @@ def test_summaries_name_things(tmp_path: Path) -> None:
                                "--db", str(db)])
     assert typo.exit_code == 2
     assert "no run named 'basline-a': did you mean 'baseline-a'?" in typo.output
+
+
+GPU_RUN = SAMPLES / "real-gpu" / "real-gpu-baseline-r1"
+
+
+def _driver_log(server_log: Path, lines: int) -> str:
+    """What a run script prints when it tee's the server's decode lines into its own log."""
+    decode = [line for line in server_log.read_text().splitlines() if "Decode batch" in line]
+    return ("== driver: starting plain\nwaiting for ready...\n" + "\n".join(decode[:lines])
+            + "\n== bench done\nall good\n")
+
+
+def test_a_driver_log_that_teed_a_servers_lines_is_a_copy_not_a_run(tmp_path: Path) -> None:
+    shutil.copy(GPU_RUN / "server.log", tmp_path / "server-plain.log")
+    shutil.copy(GPU_RUN / "bench_serving.jsonl", tmp_path / "bench-plain.jsonl")
+    (tmp_path / "run.log").write_text(_driver_log(GPU_RUN / "server.log", 30))
+    db = tmp_path / "db.duckdb"
+    result = ingest_paths([tmp_path], db)
+    assert query(db, "SELECT source_path FROM runs") == [(str(tmp_path / "server-plain.log"),)]
+    assert query(db, "SELECT copy_lines, copy_of FROM sources WHERE path LIKE '%run.log'") == [
+        (30, str(tmp_path / "server-plain.log"))]
+    assert query(db, "SELECT count(*) FROM batches WHERE source_path LIKE '%run.log'") == [(0,)]
+    assert [(Path(c.path).name, c.lines) for c in result.copies] == [("run.log", 30)]
+    assert result.runs_created == 1
+    out = runner.invoke(app, ["ingest", str(tmp_path), "--db", str(tmp_path / "cli.duckdb")])
+    assert "copy, no run: " in out.output and "30 record line(s) all repeat" in out.output
+
+
+def test_a_log_that_differs_in_one_line_is_not_a_copy(tmp_path: Path) -> None:
+    shutil.copy(GPU_RUN / "server.log", tmp_path / "server-plain.log")
+    text = _driver_log(GPU_RUN / "server.log", 30)
+    changed = text.replace("gen throughput (token/s): ", "gen throughput (token/s): 1", 1)
+    assert changed != text
+    (tmp_path / "run.log").write_text(changed)
+    db = tmp_path / "db.duckdb"
+    result = ingest_paths([tmp_path], db)
+    assert not result.copies
+    assert query(db, "SELECT count(DISTINCT source_path) FROM runs") == [(2,)]

@@ -42,6 +42,7 @@ from logpipe.env import Tiers, discover
 from logpipe.errors import LogpipeError
 from logpipe.ingest.base import PARSER_VERSION, EnvOptions, FileResult, IngestResult, Progress
 from logpipe.ingest.changes import same_stat
+from logpipe.ingest.copies import take_back_copies
 from logpipe.ingest.environment import attach_env, environment_key
 from logpipe.ingest.linking import link_records, mark_duplicate_benchmarks
 from logpipe.ingest.walk import run_base_name, walk
@@ -130,6 +131,14 @@ def ingest_files(files: list[tuple[Path, Path]], db: Path, options: EnvOptions,
                 raise IngestInterrupted(result) from None
         try:
             with store.transaction():
+                result.copies = take_back_copies(
+                    store, [f.path for f in result.files if f.runs_created])
+                copies = {c.path for c in result.copies}
+                for f in result.files:
+                    if f.path in copies:
+                        f.runs_created = 0
+                        for table in ("batches", "events", "http_requests", "line_prefixes"):
+                            f.rows.pop(table, None)
                 result.unlinked = link_records(store)
                 apply_trace_env(store, options.tiers or Tiers.load())
                 store.derive_profiled()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from logpipe import __version__
 from logpipe.env import Tiers
@@ -43,6 +44,9 @@ class IngestResult:
     """Benchmark records (``path:line``) not linked to any server run."""
     duplicates: list[tuple[str, str]] = field(default_factory=list)
     """Console summaries (``path:line``) ingested now that repeat a JSONL record, with it."""
+    copies: list[Any] = field(default_factory=list)
+    """Files read now whose record lines all repeat another file's (``ingest.copies.Copy``):
+    they made no run."""
 
     def count(self, status: str) -> int:
         return sum(1 for f in self.files if f.status == status)

@@ -103,6 +103,8 @@ def ingest_log(store: Store, path: Path, key: str, kind: str, head: bytes,
                     progress(len(block))
             runs.flush()
             spool.load()
+        if existing is None and runs.created:
+            rejected += _unmake_quoted_runs(store, path, key, runs, res, noise)
         n = summaries_in_log.write(store, key, runs.ids())
         if n:
             res.rows["bench_results"] = n
@@ -142,6 +144,45 @@ def ingest_log(store: Store, path: Path, key: str, kind: str, head: bytes,
     summaries.fold_ranges(store, key, lines_before)
     res.runs_created = runs.created
     return res
+
+
+QUOTED_MAX_RECORDS = 2
+"""A file with at most this many SGLang record lines ..."""
+QUOTED_PROSE_RATIO = 3
+"""... and at least this many other lines per record line is prose that quotes a server
+log (notes, a chat paste, a README), not a server's output: it makes no run."""
+
+
+def _unmake_quoted_runs(store: Store, path: Path, key: str, runs: _RunBook,
+                        res: FileResult, noise: int) -> int:
+    """A notes file quoting one ``server_args=`` line became a run of its own, spanning
+    the months from its mtime and taking the benchmarks of its folder.  Real server output
+    is records in sequence; a line or two among prose is a quotation.  Such a file's runs
+    are taken back and its record lines go to ``rejects``, saying why.  Returns the
+    rejects written."""
+    records = sum(res.rows.get(t, 0) for t in ("batches", "events", "http_requests"))
+    if records > QUOTED_MAX_RECORDS or noise < QUOTED_PROSE_RATIO * max(records, 1):
+        return 0
+    lines = store.unmake_runs(list(runs.ids().values()))
+    wanted, raw = set(lines), {}
+    with open_binary(path) as fh:
+        for no, text in enumerate(fh, 1):
+            if no in wanted:
+                raw[no] = text.decode("utf-8", errors="replace").rstrip("\r\n")[:2000]
+                if len(raw) == len(wanted):
+                    break
+    reason = (f"an SGLang line quoted among {noise} lines of other text (a note or a paste), "
+              "not a server's output: no run made")
+    store.insert("rejects", pl.DataFrame(
+        {"line_no": lines, "run_id": [None] * len(lines), "reason": [reason] * len(lines),
+         "raw": [raw.get(n) for n in lines]},
+        schema={"line_no": pl.Int64, "run_id": pl.String, "reason": pl.String,
+                "raw": pl.String}), source_path=key)
+    for table in ("batches", "events", "http_requests"):
+        res.rows.pop(table, None)
+    res.rows["rejects"] = res.rows.get("rejects", 0) + len(lines)
+    runs.forget()
+    return len(lines)
 
 
 @functools.cache
@@ -306,6 +347,11 @@ class _RunBook:
 
     def ids(self) -> dict[int, str]:
         return dict(self._ids)
+
+    def forget(self) -> None:
+        """The runs made so far were taken back (:func:`_unmake_quoted_runs`)."""
+        self._ids.clear()
+        self.created = 0
 
     def _new_name(self, seq: int) -> str:
         if self._taken is None:  # every name in the database, once (not a query a run)

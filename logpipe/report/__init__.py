@@ -171,6 +171,9 @@ def ingest_summary(result: IngestResult) -> str:
                      + (", ".join(_display(p) for p in result.pending[:3])
                         + (" ..." if len(result.pending) > 3 else "")
                         if result.pending else "the linking of records to runs"))
+    for c in getattr(result, "copies", []):
+        lines.append(f"  copy, no run: {_display(c.path)}: its {c.lines} record line(s) all "
+                     f"repeat lines of {_display(c.of)} (counted as copies in sources)")
     if result.unlinked:
         lines.append(f"  unlinked benchmark records ({len(result.unlinked)}): "
                      + ", ".join(_display(u) for u in result.unlinked[:5])

@@ -1,0 +1,128 @@
+"""Copies are not runs: a file whose every record line repeats, with its timestamp, a line
+of another file (a driver script that ``tee``'d the last lines of each server log, a note
+holding a pasted tail) is a copy.  Its runs are taken back; its lines are counted as copies
+in ``sources`` (``copy_lines``, ``copy_of``), and the original keeps the records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from logpipe.readers import open_binary
+from logpipe.store import Store
+
+COMPARED = {
+    # what a record line says, its timestamp text included: equal rows are the same line
+    "batches": ("ts", "ts_raw", "kind", "dp_rank", "tp_rank", "pp_rank", "ep_rank",
+                "forward_iter", "mixed_chunk", "new_seq", "new_token", "cached_token",
+                "running_req", "queue_req", "num_token", "token_usage", "cuda_graph",
+                "graph_label", "gen_throughput", "input_throughput", "accept_len",
+                "accept_rate", "extra"),
+    "events": ("ts", "kind", "message", "attrs"),
+    "http_requests": ("ts", "client", "method", "path", "protocol", "status"),
+}
+
+
+@dataclass(frozen=True)
+class Copy:
+    path: str
+    of: str
+    lines: int
+
+
+def take_back_copies(store: Store, paths: list[str]) -> list[Copy]:
+    """For each server log in ``paths`` (read now and holding runs), whether it is a copy
+    of another file in the database; a copy's runs are taken back.  Of two files that hold
+    the same records, the one with fewer records, then the one with more other lines (the
+    driver's own output), then the later path, is the copy."""
+    found: list[Copy] = []
+    for path in paths:
+        mine = _records(store, path)
+        if not mine or _count(
+                store, "SELECT count(*) FROM runs WHERE source_path = ? AND started_at IS NULL",
+                [path]):
+            continue  # no records, or records without a date: nothing to tell a copy by
+        for other in _candidates(store, path):
+            if _all_repeat(store, path, other) and _is_the_copy(store, path, other, mine) \
+                    and _same_bytes(store, path, other):
+                runs = [r for (r,) in store.all("SELECT run_id FROM runs WHERE source_path = ?",
+                                                [path])]
+                lines = store.unmake_runs(runs)
+                store.con.execute("UPDATE sources SET copy_lines = ?, copy_of = ? "
+                                  "WHERE path = ?", [len(lines), other, path])
+                found.append(Copy(path, other, len(lines)))
+                break
+    return found
+
+
+def _records(store: Store, path: str) -> int:
+    return sum(_count(store, f"SELECT count(*) FROM {t} WHERE source_path = ?", [path])
+               for t in COMPARED)
+
+
+def _count(store: Store, sql: str, params: list[Any]) -> int:
+    return int(store.all(sql, params)[0][0])
+
+
+def _candidates(store: Store, path: str) -> list[str]:
+    """Other server logs whose runs span the copy's time: the only ones it can repeat."""
+    return [p for (p,) in store.all(
+        "SELECT DISTINCT o.source_path FROM runs o, "
+        "(SELECT min(started_at) AS a, max(ended_at) AS b FROM runs WHERE source_path = ?) m "
+        "WHERE o.source_path <> ? AND o.started_at <= m.b AND o.ended_at >= m.a "
+        "ORDER BY 1", [path, path])]
+
+
+def _all_repeat(store: Store, path: str, other: str) -> bool:
+    for table, cols in COMPARED.items():
+        col_list = ", ".join(cols)
+        if _count(
+                store,
+                f"SELECT count(*) FROM (SELECT {col_list} FROM {table} WHERE source_path = ? "
+                f"EXCEPT ALL SELECT {col_list} FROM {table} WHERE source_path = ?)",
+                [path, other]):
+            return False
+    return True
+
+
+def _is_the_copy(store: Store, path: str, other: str, mine: int) -> bool:
+    theirs = _records(store, other)
+    if mine != theirs:
+        return mine < theirs
+    noise = dict(store.all("SELECT path, coalesce(noise_lines, 0) FROM sources "
+                           "WHERE path IN (?, ?)", [path, other]))
+    if noise.get(path, 0) != noise.get(other, 0):
+        return noise.get(path, 0) > noise.get(other, 0)
+    return path > other
+
+
+def _same_bytes(store: Store, path: str, other: str) -> bool:
+    """Each record line of ``path`` is, byte for byte, a line of ``other`` that says the
+    same (a log wrapped another way, by docker or journald, says the same in other bytes:
+    it is not a copy)."""
+    pairs: dict[int, int] = {}
+    for table, cols in COMPARED.items():
+        on = " AND ".join(f"c.{c} IS NOT DISTINCT FROM o.{c}" for c in cols)
+        pairs.update((int(a), int(b)) for a, b in store.all(
+            f"SELECT c.line_no, min(o.line_no) FROM {table} c JOIN {table} o ON {on} "
+            "WHERE c.source_path = ? AND o.source_path = ? GROUP BY 1", [path, other]))
+    mine = _lines(Path(path), set(pairs))
+    theirs = _lines(Path(other), set(pairs.values()))
+    return bool(pairs) and all(
+        mine.get(a) is not None and mine.get(a) == theirs.get(b) for a, b in pairs.items())
+
+
+def _lines(path: Path, wanted: set[int]) -> dict[int, bytes]:
+    out: dict[int, bytes] = {}
+    last = max(wanted, default=0)
+    try:
+        with open_binary(path) as fh:
+            for no, raw in enumerate(fh, 1):
+                if no in wanted:
+                    out[no] = raw.rstrip(b"\n")  # a CRLF copy is another file
+                if no >= last:
+                    break
+    except (OSError, EOFError, ValueError):
+        return {}
+    return out
