@@ -280,3 +280,20 @@ def _room(fh: BinaryIO, block_bytes: int) -> int:
     except OSError:
         return block_bytes
     return max(1, min(block_bytes, left + 1))
+
+
+def lines_at(path: Path, wanted: set[int]) -> dict[int, bytes]:
+    """The lines numbered ``wanted`` (from 1) of a file, decompressed, without their
+    newline; read up to the last one wanted.  A file that cannot be read gives none."""
+    out: dict[int, bytes] = {}
+    last = max(wanted, default=0)
+    try:
+        with open_binary(path) as fh:
+            for no, raw in enumerate(fh, 1):
+                if no in wanted:
+                    out[no] = raw.rstrip(b"\n")
+                if no >= last:
+                    break
+    except (OSError, EOFError, ValueError):
+        return {}
+    return out

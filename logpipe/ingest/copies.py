@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from logpipe.readers import open_binary
+from logpipe.readers import lines_at
 from logpipe.store import Store
 
 COMPARED = {
@@ -107,22 +107,8 @@ def _same_bytes(store: Store, path: str, other: str) -> bool:
         pairs.update((int(a), int(b)) for a, b in store.all(
             f"SELECT c.line_no, min(o.line_no) FROM {table} c JOIN {table} o ON {on} "
             "WHERE c.source_path = ? AND o.source_path = ? GROUP BY 1", [path, other]))
-    mine = _lines(Path(path), set(pairs))
-    theirs = _lines(Path(other), set(pairs.values()))
+    mine = lines_at(Path(path), set(pairs))  # a CRLF copy is another file
+    theirs = lines_at(Path(other), set(pairs.values()))
     return bool(pairs) and all(
         mine.get(a) is not None and mine.get(a) == theirs.get(b) for a, b in pairs.items())
 
-
-def _lines(path: Path, wanted: set[int]) -> dict[int, bytes]:
-    out: dict[int, bytes] = {}
-    last = max(wanted, default=0)
-    try:
-        with open_binary(path) as fh:
-            for no, raw in enumerate(fh, 1):
-                if no in wanted:
-                    out[no] = raw.rstrip(b"\n")  # a CRLF copy is another file
-                if no >= last:
-                    break
-    except (OSError, EOFError, ValueError):
-        return {}
-    return out

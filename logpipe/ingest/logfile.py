@@ -21,7 +21,7 @@ from logpipe import era, summaries
 from logpipe.ingest.base import IN_LOG, PARSER_VERSION, FileResult, Progress
 from logpipe.ingest.changes import HEAD_HASH_BYTES, TAIL_HASH_BYTES, decide, window_sha
 from logpipe.ingest.walk import run_base_name
-from logpipe.readers import line_blocks, open_binary, skip_to
+from logpipe.readers import line_blocks, lines_at, open_binary, skip_to
 from logpipe.server_args import redact, redact_text
 from logpipe.sources import bench, fastlane
 from logpipe.sources.sglang_log import (
@@ -164,13 +164,8 @@ def _unmake_quoted_runs(store: Store, path: Path, key: str, runs: _RunBook,
     if records > QUOTED_MAX_RECORDS or noise < QUOTED_PROSE_RATIO * max(records, 1):
         return 0
     lines = store.unmake_runs(list(runs.ids().values()))
-    wanted, raw = set(lines), {}
-    with open_binary(path) as fh:
-        for no, text in enumerate(fh, 1):
-            if no in wanted:
-                raw[no] = text.decode("utf-8", errors="replace").rstrip("\r\n")[:2000]
-                if len(raw) == len(wanted):
-                    break
+    raw = {no: text.decode("utf-8", errors="replace").rstrip("\r")[:2000]
+           for no, text in lines_at(path, set(lines)).items()}
     reason = (f"an SGLang line quoted among {noise} lines of other text (a note or a paste), "
               "not a server's output: no run made")
     store.insert("rejects", pl.DataFrame(
