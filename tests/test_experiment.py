@@ -358,6 +358,9 @@ def test_allow_env_diff_of_a_plan_is_honoured_in_the_judgement(tmp_path: Path) -
     (c,) = result.comparisons
     assert c.env_status == "allowed" and c.allowed_keys == ["NCCL_ALGO"], c.notes
     assert c.verdict != "incomparable"
+    # the checks pair as the judgement does: the allowed key is no pairing failure
+    pairing = [(name, status) for name, status, _ in result.checks if name.startswith("pairing")]
+    assert pairing and all(status == "PASS" for _, status in pairing), result.checks
 
 
 def test_abba_schedule_and_seeded_random_order() -> None:
