@@ -25,6 +25,7 @@ import numpy as np
 import polars as pl
 
 from logpipe import era as eras
+from logpipe.analysis.step_phases import Phase, Step, load_steps, phases
 from logpipe.env import EnvDiff, RunEnv, diff
 from logpipe.errors import InputError
 from logpipe.launches import (
@@ -107,6 +108,8 @@ class RunSamples:
     arm: str | None = None
     round: int | None = None
     """The ``ab`` campaign, arm and round the launch belongs to (its manifest)."""
+    steps: tuple[Step, ...] = ()
+    """The scheduler steps marked in the launch's profiler traces (``trace_steps``)."""
 
     def side(self) -> Side:
         return Side(self.name, self.role, self.env, self.load, self.graphs_off)
@@ -184,6 +187,9 @@ class Comparison:
     is the same, so the difference is launch-to-launch variation."""
     noise: dict[int, Noise] = field(default_factory=dict)
     """The environment's measured launch noise per stratum (``launch_noise``)."""
+    phases: dict[str, list[Phase]] = field(default_factory=dict)
+    """Per side, the time of one marked scheduler step by kind, from its launches'
+    profiler traces (``trace_steps``); empty when neither side was traced."""
 
     @property
     def unreplicated(self) -> bool:
@@ -242,6 +248,7 @@ def load_run(store: Store, ref: str, warmup: Warmup = NO_WARMUP) -> RunSamples:
         load=load_of(store, run_id), fingerprint=fp, model=model, config_key=config_key,
         workload=workload, plan=plan, arm=arm,
         round=int(round_) if round_ is not None and str(round_).isdigit() else None,
+        steps=tuple(load_steps(store, run_id)),
     )
 
 
@@ -281,7 +288,8 @@ def pool(name: str, runs: Sequence[RunSamples]) -> RunSamples:
         load=Load(peak("running"), peak("queued"), peak("batch"), peak("prefill"),
                   peak("kv_tokens"), peak("token_usage"), any(x.retracted for x in loads)),
         fingerprint=first.fingerprint, model=first.model, config_key=first.config_key,
-        workload=first.workload, plan=first.plan, arm=first.arm)
+        workload=first.workload, plan=first.plan, arm=first.arm,
+        steps=tuple(s for r in runs for s in r.steps))
 
 
 def arm_refs(refs: Sequence[str]) -> list[list[str]]:
@@ -534,6 +542,8 @@ def compare_arms(ref: Sequence[RunSamples], cand: Sequence[RunSamples],
     _statistics(a, b, c, options)
     _launch_level(ref, cand, c, options, paired_by)
     _speculation(a, b, c)
+    if a.steps or b.steps:
+        c.phases = {a.name: phases(a.steps), b.name: phases(b.steps)}
     _verdict(c, options)
     return c
 

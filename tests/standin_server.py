@@ -118,7 +118,7 @@ class Handler(BaseHTTPRequestHandler):
         pid = f"{time.time():.6f}"
         with LOCK:
             PROFILE.update(dir=out, id=pid, left=int(req.get("num_steps") or 0),
-                           activities=req.get("activities"))
+                           activities=req.get("activities"), with_stack=req.get("with_stack"))
         say(f"Profiling starts. Traces will be saved to: {out} (with profile id: {pid})")
         self._reply(200, {"success": True, "message": "Start profiling."})
 
@@ -137,6 +137,7 @@ def profile_step() -> None:
         if PROFILE["left"]:
             return
         out, pid = Path(PROFILE["dir"]), PROFILE["id"]
+        stacks = PROFILE.get("with_stack") is not False  # SGLang's default: on
         PROFILE.clear()
     say("Stop profiling...")
     out.mkdir(parents=True, exist_ok=True)
@@ -146,6 +147,10 @@ def profile_step() -> None:
          "tid": 1, "ts": now_us, "dur": 1000.0},
         {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
          "ts": now_us + 10, "dur": 500.0}]}
+    if stacks:  # with_stack: a Python frame per call, the bulk of a real trace
+        trace["traceEvents"] += [
+            {"ph": "X", "cat": "python_function", "name": f"scheduler.py({i}): step",
+             "pid": 1, "tid": 1, "ts": now_us + 20 + i, "dur": 1.0} for i in range(50)]
     with gzip.open(out / f"{pid}-TP-0.trace.json.gz", "wt") as fh:
         json.dump(trace, fh)
     say(f"Profiling done. Traces are saved to: {out}")

@@ -568,6 +568,7 @@ def test_launch_profile_takes_a_bounded_window_of_busy_steps(tmp_path: Path) -> 
     assert res.status == "ok", res.message
     profile = json.loads((tmp_path / "prof" / "env.json").read_text())["launch"]["profile"]
     assert profile["status"] == "done" and profile["steps"] == 4
+    assert profile["with_stack"] is False  # Python stacks would swamp a GPU trace
     assert profile["activities"] == ["CPU"] or Path("/dev/nvidia0").exists()
     [trace] = profile["traces"]
     assert (tmp_path / "prof" / trace).is_file()
@@ -576,6 +577,8 @@ def test_launch_profile_takes_a_bounded_window_of_busy_steps(tmp_path: Path) -> 
     assert sum("Decode batch" in line for line in log[:start]) >= 1  # decoding, not warm-up
     assert query(db, "SELECT r.profiled, t.link_method FROM traces t JOIN runs r "
                      "USING (run_id)") == [(False, "profile id")]
+    assert query(db, "SELECT count(*) FILTER (category = 'python_function'), "
+                     "count(*) FROM trace_ops") == [(0, 1)]
     stop = next(i for i, line in enumerate(log) if "Stop profiling" in line)
     inside = sum("batch" in line for line in log[start:stop])
     assert inside >= 4  # the 4 steps (the stand-in's other requests may print between)

@@ -167,3 +167,30 @@ def test_a_log_that_differs_in_one_line_is_not_a_copy(tmp_path: Path) -> None:
     result = ingest_paths([tmp_path], db)
     assert not result.copies
     assert query(db, "SELECT count(DISTINCT source_path) FROM runs") == [(2,)]
+
+
+def test_benches_beside_several_server_logs_link_by_name_stem(tmp_path: Path) -> None:
+    """The GPU recipe's folder: two server logs and two bench files, copied (their
+    modification times now lie outside both runs' spans): each bench links to the log
+    sharing its name stem, and says so."""
+    prof = SAMPLES / "real-gpu-profiled"
+    for arm, run in (("plain", "baseline-r1"), ("ngram", "ngram-r1")):
+        shutil.copy(prof / f"real-gpu-prof-{run}" / "server.log", tmp_path / f"server-{arm}.log")
+        shutil.copy(prof / f"real-gpu-prof-{run}" / "bench_serving.jsonl",
+                    tmp_path / f"bench-{arm}.jsonl")
+    db = tmp_path / "db.duckdb"
+    result = ingest_paths([tmp_path], db)
+    assert not result.failed and not result.unlinked, result.unlinked
+    rows = query(db, "SELECT b.source_path, r.source_path, b.link_method FROM bench_results b "
+                     "JOIN runs r USING (run_id) ORDER BY 1")
+    assert [(Path(b).name, Path(r).name, m) for b, r, m in rows] == [
+        ("bench-ngram.jsonl", "server-ngram.log", "name stem"),
+        ("bench-plain.jsonl", "server-plain.log", "name stem")]
+
+
+def test_name_stem_words() -> None:
+    from logpipe.ingest.linking import name_stem
+
+    assert name_stem("/x/bench-plain.jsonl") == name_stem("/x/server-plain.log") == {"plain"}
+    assert name_stem("/x/bench_serving.jsonl") == frozenset()  # names no experiment
+    assert name_stem("/x/eagle3_tp2.server.log") == {"eagle3", "tp2"}

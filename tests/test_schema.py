@@ -57,7 +57,7 @@ def test_documented_views_exist(db: Path) -> None:
     assert views == ["bench_results_all", "batch_states", "steady_decode", "run_pairs",
                      "spec_pairing",
                      "bench_vs_log", "phase_summary", "profiling_overhead", "kernel_summary",
-                     "kernel_class_summary", "annotation_summary", "run_summary",
+                     "kernel_class_summary", "trace_steps", "annotation_summary", "run_summary",
                      "launch_values", "run_configs", "launch_noise", "run_batch_ranges",
                      "run_data_keys"]
     with Store.open(db) as store:

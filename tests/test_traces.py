@@ -11,6 +11,7 @@ import gzip
 import importlib.util
 import io
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -170,7 +171,8 @@ def test_sql_answers_top_kernels_and_phase_shares(sample_db: Path) -> None:
 
 def test_trace_links_by_profile_id_and_feeds_env(sample_db: Path) -> None:
     rows = query(sample_db, "SELECT r.name, t.link_method, r.profiled FROM traces t "
-                            "LEFT JOIN runs r USING (run_id) ORDER BY t.source_path")
+                            "LEFT JOIN runs r USING (run_id) "
+                            "WHERE t.source_path LIKE '%/traces/%' ORDER BY t.source_path")
     # its log bounds the profiler window (Profiling starts … Profiling done): the lines
     # inside it are profiled, the launch is not
     assert rows == [(None, None, None), ("h200-decode", "profile id", False)]
@@ -277,3 +279,28 @@ def test_large_trace_is_read_in_bounded_memory(tmp_path: Path) -> None:
         peaks.append(peak_kib / 1024)
         path.unlink()
     assert peaks[1] < peaks[0] + 25, peaks  # MiB; a whole-file json.load would add ~500
+
+
+def test_a_trimmed_trace_keeps_every_kernel_and_annotation(tmp_path: Path) -> None:
+    """scripts/trim_trace.py (stdlib, for the GPU machine) drops CPU ops and Python frames
+    only: the kernels, their classes and annotations, and the link stay the same."""
+    src = SAMPLES / "traces" / "h200-decode"
+    full, cut = tmp_path / "full", tmp_path / "cut"
+    for d in (full, cut):
+        shutil.copytree(src, d)
+    (trace,) = cut.glob("*.trace.json.gz")
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "trim_trace.py"),
+                           str(trace)], capture_output=True, text=True, check=True)
+    assert "dropped cpu_op" in done.stdout
+    counts = []
+    for d in (full, cut):
+        db = d / "db.duckdb"
+        assert not ingest_paths([d], db).failed
+        counts.append(query(db, "SELECT (SELECT count(*) FROM trace_ops), "
+                                "(SELECT list(kernel_class || ':' || name || ':' || "
+                                "coalesce(annotation, '') ORDER BY ts_us) FROM trace_kernels), "
+                                "(SELECT count(*) FROM trace_annotations), "
+                                "(SELECT link_method FROM traces)"))
+    (ops_full, *rest_full), = counts[0]
+    (ops_cut, *rest_cut), = counts[1]
+    assert ops_cut < ops_full and rest_cut == rest_full

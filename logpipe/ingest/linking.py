@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,20 @@ FROM runs r LEFT JOIN n USING (run_id)
 """
 
 
+ROLE_WORDS = frozenset({
+    "bench", "benchmark", "benchmarks", "bench_serving", "serving", "server", "serve",
+    "launch", "log", "logs", "sglang", "output", "out", "result", "results", "console",
+    "stdout", "stderr", "run"})
+"""Words of a file name that say what the file is, not which experiment it belongs to."""
+
+
+def name_stem(path: str) -> frozenset[str]:
+    """The words of a file's name (up to its first dot) that name its experiment:
+    ``bench-plain.jsonl`` and ``server-plain.log`` share ``{plain}``."""
+    words = re.split(r"[-_\s]+", Path(path).name.split(".", 1)[0].lower())
+    return frozenset(w for w in words if w and w not in ROLE_WORDS)
+
+
 def link_records(store: Store) -> list[str]:
     """Link benchmark records and phase dumps to the server run they measured; returns the
     unlinked benchmark records (``path:line``).
@@ -76,20 +91,22 @@ def link_records(store: Store) -> list[str]:
     run whose log lies in the same folder (``same folder``), else the run in that folder
     whose time span contains the file's time (``time window``: a trace's first event,
     other files' modification time), never a run whose date was inferred from its file's
-    modification time or whose span is implausible for the records it holds.  A run whose
+    modification time or whose span is implausible for the records it holds; when no
+    run's span holds it (a copied folder's times), the one run whose log shares the
+    file's name stem (``name stem``: ``bench-plain.jsonl`` → ``server-plain.log``).  A run whose
     phase dump was taken with device synchronisation is profiled
     (:meth:`Store.derive_profiled`, run after linking).
     """
     by_profile_id = link_by_profile_id(store)
     runs = store.all(_RUN_SPANS_SQL)
-    by_folder: dict[str, list[tuple[str, Any, Any]]] = {}
+    by_folder: dict[str, list[tuple[str, Any, Any, frozenset[str]]]] = {}
     for run_id, src, start, end, offset, trusted in runs:  # spans as instants (one clock)
         # a span whose date was guessed from the file's mtime, or longer than the records
         # it holds justify (a notes file quoting two lines months apart), takes no record
         # by time window: a wrong link is worse than none
         by_folder.setdefault(str(Path(src).parent), []).append(
             (run_id, clock.to_utc(start, offset) if trusted else None,
-             clock.to_utc(end, offset) if trusted else None))
+             clock.to_utc(end, offset) if trusted else None, name_stem(src)))
     for table in LINKED_TABLES:
         files = store.all(
             f"SELECT DISTINCT t.source_path, {LINK_TIME.get(table, 'NULL')}, s.mtime "
@@ -109,6 +126,11 @@ def link_records(store: Store) -> list[str]:
                           and c[1] <= mtime <= c[2]]
                 if len(inside) == 1:
                     run_id, method = inside[0][0], "time window"
+                elif not inside:  # no usable time (a copied folder): the shared name
+                    stem = name_stem(src)
+                    named = [c for c in candidates if stem and c[3] == stem]
+                    if len(named) == 1:
+                        run_id, method = named[0][0], "name stem"
             store.link(table, src, run_id, method)
     mark_duplicate_benchmarks(store)
     unlinked = [f"{src}:{line}" for src, line in store.all(

@@ -356,6 +356,7 @@ def comparison_dict(c: Any) -> dict[str, Any]:
         "unmatched_strata": c.unmatched_strata,
         "excluded_lines": c.excluded,
         "speculation": c.speculation,
+        "phases": {side: [p.to_dict() for p in ps] for side, ps in c.phases.items()},
         "notes": c.notes,
     }
 
@@ -380,6 +381,19 @@ def _speculation_lines(c: Any) -> list[str]:
                    f"{s['break_even_accept_len']:.2f} (speculation pays while the accept "
                    "length stays above it)")
     out.append(f"  accept rate means: {s['accept_rate_definition']}")
+    return out
+
+
+def _phase_lines(c: Any) -> list[str]:
+    """Per-phase time from the profiler traces' step annotations (``trace_steps``)."""
+    from logpipe.analysis.step_phases import phase_line
+
+    if not c.phases:
+        return []
+    out = ["Per-phase time per step, from the profiler traces (trace_steps; medians):"]
+    for side, ps in c.phases.items():
+        out.append(f"  {side}: " + ("; ".join(phase_line(p) for p in ps) if ps
+                                   else "no marked steps (not profiled)"))
     return out
 
 
@@ -419,6 +433,7 @@ def comparison_text(c: Any) -> str:
                                 "p (within)"], rows, "table")
                      .rstrip("\n").rsplit("\n", 1)[0])
     lines += _speculation_lines(c)
+    lines += _phase_lines(c)
     for name, strata in c.unmatched_strata.items():
         if strata:
             lines.append(f"Unmatched strata (running requests) only in {name}: {strata}")
@@ -451,6 +466,7 @@ def comparison_markdown(c: Any) -> str:
                          f"{_num(t.median_b)} | {p} |")
         lines.append("")
     lines += [f"- {x}" for x in _speculation_lines(c)]
+    lines += [f"- {x.strip()}" for x in _phase_lines(c)]
     lines += [f"- {n}" for n in c.notes]
     return "\n".join(lines).rstrip() + "\n"
 

@@ -407,6 +407,56 @@ SELECT run, run_id, source_path, tp_rank, kernel_class, sum(launches) AS launche
        sum(total_ms) AS total_ms, sum(share) AS share
 FROM kernel_summary GROUP BY ALL;
 
+-- One row per scheduler step the engine marked in a profiler trace (SGLang 0.5.16+:
+-- `step[DECODE bs=48]`, `step[EXTEND bs=24 toks=4409]`, `step[VERIFY bs=48]`, ...; the
+-- forms by release are in schemas/README.md): its kind, batch size, extend tokens, CPU-side wall
+-- time, device-side span, and the device time of the kernels that ran inside the span,
+-- split by kernel class.  The k-th CPU-side span of a name is paired with the k-th
+-- device-side one; a kernel belongs to the step whose device span holds its start.
+CREATE OR REPLACE VIEW trace_steps AS
+WITH marks AS (
+    SELECT source_path, side, name, ts, ts_us, dur_us,
+           row_number() OVER (PARTITION BY source_path, side, name ORDER BY ts_us) AS k
+    FROM trace_annotations WHERE starts_with(name, 'step[')
+),
+steps AS (
+    SELECT coalesce(c.source_path, g.source_path) AS source_path,
+           coalesce(c.name, g.name) AS name, coalesce(c.ts, g.ts) AS started_at,
+           c.dur_us / 1000.0 AS cpu_ms, g.ts_us AS gpu_start_us, g.dur_us AS gpu_dur_us,
+           coalesce(c.ts_us, g.ts_us) AS order_us
+    FROM (SELECT * FROM marks WHERE side = 'cpu') c
+    FULL JOIN (SELECT * FROM marks WHERE side = 'gpu') g USING (source_path, name, k)
+),
+numbered AS (
+    SELECT *, row_number() OVER (PARTITION BY source_path ORDER BY order_us) AS step_no
+    FROM steps
+),
+kern AS (
+    SELECT n.source_path, n.step_no, k.kernel_class, count(*) AS kernels,
+           sum(k.dur_us) / 1000.0 AS kernel_ms
+    FROM numbered n JOIN trace_kernels k
+      ON k.source_path = n.source_path AND k.ts_us >= n.gpu_start_us
+     AND k.ts_us < n.gpu_start_us + n.gpu_dur_us
+    GROUP BY ALL
+),
+per_step AS (
+    SELECT source_path, step_no, sum(kernels)::BIGINT AS kernels, sum(kernel_ms) AS kernel_ms,
+           map_from_entries(list((kernel_class, kernel_ms) ORDER BY kernel_class))
+             AS kernel_ms_by_class
+    FROM kern GROUP BY ALL
+)
+SELECT r.name AS run, t.run_id, n.source_path, t.tp_rank, n.step_no, n.name,
+       replace(regexp_extract(n.name, '^step\[(\w+)', 1), 'TARGET_VERIFY', 'VERIFY')
+         AS step_kind,
+       TRY_CAST(regexp_extract(n.name, '[\[ ]bs=(\d+)', 1) AS INTEGER) AS batch_size,
+       TRY_CAST(regexp_extract(n.name, ' toks=(\d+)', 1) AS INTEGER) AS extend_tokens,
+       n.started_at, n.cpu_ms, n.gpu_dur_us / 1000.0 AS gpu_span_ms,
+       coalesce(p.kernels, 0) AS kernels, coalesce(p.kernel_ms, 0) AS kernel_ms,
+       p.kernel_ms_by_class
+FROM numbered n JOIN traces t USING (source_path)
+LEFT JOIN per_step p USING (source_path, step_no)
+LEFT JOIN runs r ON r.run_id = t.run_id;
+
 -- Per user annotation (record_function range such as draft / verify) of each trace: how
 -- often it ran, its CPU-side wall time, and the device time of the kernels launched
 -- inside it, with that time's share of all annotated kernel time.

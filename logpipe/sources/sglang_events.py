@@ -102,6 +102,22 @@ _TIMING_RE = re.compile(r"(\w+)=([\d.]+)")
 _GRAPH_RE = re.compile(r"^Capture (?P<what>.*?) graph (?P<phase>begin|end)", re.IGNORECASE)
 
 
+_GRAPH_NAMES = {"": "decode", "target decode": "decode", "target verify": "target_verify",
+                "target prefill": "prefill", "piecewise": "prefill", "draft": "draft_decode",
+                "draft decode": "draft_decode", "draft extend": "draft_extend"}
+
+
+def graph_name(target: str) -> str:
+    """Which graph a capture line is about, across releases: ``cuda graph`` (≤0.5.13) and
+    ``target decode CUDA graph`` (0.5.14+) are the decode graphs, ``target verify`` the
+    speculative verify graphs, ``draft [decode|extend]`` the draft model's."""
+    words = target.lower().split()
+    if words and words[-1] in {"cuda", "cpu", "npu", "xpu", "hpu", "musa"}:
+        words = words[:-1]
+    key = " ".join(words)
+    return _GRAPH_NAMES.get(key, key.replace(" ", "_"))
+
+
 _NCCL_VERSION_RE = re.compile(r"(?:nccl==|NCCL version )(\S+)")
 _NCCL_ENV_RE = re.compile(r"NCCL INFO ([A-Z][A-Z0-9_]+) set by environment to (.*)$")
 
@@ -175,6 +191,7 @@ def event_attrs(kind: str, message: str) -> dict[str, Any]:
         m = _GRAPH_RE.match(message)
         if m:
             attrs["target"] = m.group("what").lower()
+            attrs["graph"] = graph_name(attrs["target"])
             attrs["phase"] = m.group("phase").lower()
         sizes = _GRAPH_BS_RE.match(message)
         if sizes:  # "Capture cuda graph bs [1, 2, 4, ...]" (0.4.7-0.5.13)
@@ -187,6 +204,9 @@ def event_attrs(kind: str, message: str) -> dict[str, Any]:
         body = message.split(":", 1)[1]
         for key, value in _TIMING_RE.findall(re.sub(r"\{[^}]*\}", "", body)):
             attrs[f"{key}_s"] = _number(value)
+        for group, inner in re.findall(r"(\w+)=\{([^}]*)\}", body):  # cuda_graph={decode=..}
+            for key, value in _TIMING_RE.findall(inner):
+                attrs[f"{group}_{key}_s"] = _number(value)
         return attrs
     else:
         p = _PHASE_RE.search(message)
