@@ -1,4 +1,4 @@
-"""The optional C fast lane of the log parser (logpipe/_fastlane.c).
+"""The optional C fast lane of the log parser (logpipe/engines/sglang/_fastlane.c).
 
 ``optional=True``: where no C compiler is available the build goes on without it and
 logpipe parses every line with the polars parser (same rows, slower).
@@ -8,7 +8,8 @@ from setuptools import Extension, setup
 
 setup(
     ext_modules=[
-        Extension("logpipe._fastlane", ["logpipe/_fastlane.c"], optional=True,
+        Extension("logpipe.engines.sglang._fastlane", ["logpipe/engines/sglang/_fastlane.c"],
+                  optional=True,
                   extra_compile_args=["-O3", "-std=c11", "-D_GNU_SOURCE"]),
     ],
 )

@@ -25,9 +25,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from logpipe.engines.sglang.parser import LogState, finish_chunk, prepare_block  # noqa: E402
 from logpipe.ingest import ingest_paths  # noqa: E402
 from logpipe.readers import line_blocks, open_binary  # noqa: E402
-from logpipe.sources.sglang_log import LogState, finish_chunk, prepare_block  # noqa: E402
 from tests.conftest import load_generator  # noqa: E402
 
 

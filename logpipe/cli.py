@@ -53,7 +53,7 @@ def _fail(exc: LogpipeError) -> None:
 def _print_version(value: bool) -> None:
     if not value:
         return
-    from logpipe.sources import fastlane
+    from logpipe.engines.sglang import fastlane
 
     parser = ("C fast lane + polars" if fastlane.enabled() else
               "polars only (C fast lane not built)" if not fastlane.AVAILABLE else
@@ -222,7 +222,7 @@ def env_show(
     fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
 ) -> None:
     """Show a run's environment: every key with its tier, value and source."""
-    from logpipe.env import load_run_env
+    from logpipe.query import load_run_env
     from logpipe.report import env_show as render
 
     try:
@@ -242,7 +242,7 @@ def env_diff(
 
     Exit 0 when both environments are known and their identity tiers match, 3 otherwise.
     """
-    from logpipe.env import diff_runs
+    from logpipe.query import diff_runs
     from logpipe.report import env_diff as render
 
     if len(run) != 2:

@@ -24,8 +24,9 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from logpipe import era as eras
 from logpipe.analysis.step_phases import Phase, Step, load_steps, phases
+from logpipe.db import open_db
+from logpipe.engines.sglang import era as eras
 from logpipe.env import EnvDiff, RunEnv, diff
 from logpipe.errors import InputError
 from logpipe.launches import (
@@ -335,7 +336,7 @@ def compare(db: str, refs: Sequence[str], options: Options = DEFAULTS) -> list[C
     """Each arm of ``refs[1:]`` against the arm ``refs[0]`` (an arm: one run, or several
     launches given as a comma-separated list)."""
     arms = arm_refs(refs)
-    with Store.open(db, read_only=True) as store:
+    with open_db(db, read_only=True) as store:
         loaded = [[load_run(store, r, options.warmup) for r in arm] for arm in arms]
         _distinct(loaded)
         noise = noise_for(store, loaded[0][0].fingerprint, loaded[0][0].model)
@@ -415,7 +416,7 @@ def judge_campaign(store: Store, plan: str, options: Options = DEFAULTS,
 
 
 def compare_campaign(db: str, plan: str, options: Options = DEFAULTS) -> list[Comparison]:
-    with Store.open(db, read_only=True) as store:
+    with open_db(db, read_only=True) as store:
         return judge_campaign(store, plan, options)
 
 
@@ -424,7 +425,7 @@ def compare_with_baseline(db: str, ref: str, options: Options = DEFAULTS) -> Com
     environment that passes the identity and capacity judgement, not profiled; nearest in
     start time), saying which it chose and why; with none, the near misses and what
     differs."""
-    with Store.open(db, read_only=True) as store:
+    with open_db(db, read_only=True) as store:
         spec = load_run(store, ref, options.warmup)
         rows = store.all(
             "SELECT b.run_id, b.name, abs(epoch(b.started_at) - epoch(s.started_at)) AS gap "

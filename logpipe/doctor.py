@@ -16,17 +16,17 @@ from pathlib import Path
 
 import polars as pl
 
-from logpipe.errors import InputError
-from logpipe.readers import line_blocks, open_binary, read_head, take_damage
-from logpipe.sources import HEAD_BYTES, detect, looks_like_vllm
-from logpipe.sources.sglang_log import NAME as SGLANG
-from logpipe.sources.sglang_log import (
+from logpipe.engines.sglang.parser import NAME as SGLANG
+from logpipe.engines.sglang.parser import (
     RECORD_LIKE_RE,
     LogState,
     finish_chunk,
     prepare_chunk,
 )
-from logpipe.sources.sglang_log import sniff as sglang_sniff
+from logpipe.engines.sglang.parser import sniff as sglang_sniff
+from logpipe.errors import InputError
+from logpipe.readers import line_blocks, open_binary, read_head, take_damage
+from logpipe.sources import HEAD_BYTES, detect, looks_like_vllm
 
 SHOWN = 20
 """Lines listed per section (the counts are always complete)."""

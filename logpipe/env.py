@@ -38,10 +38,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from logpipe.engines.sglang.server_args import is_secret_key
 from logpipe.errors import InputError
 from logpipe.releases import in_range
 from logpipe.resources import schemas_dir
-from logpipe.server_args import is_secret_key
 
 MANIFEST_VERSION = 1
 REDACTED = "<redacted>"
@@ -55,15 +55,31 @@ MANIFEST_IDENTITY_KEYS = ("gpu.model", "gpu.count", "gpu.driver", "cuda.version"
                           "pkg.sglang", "pkg.torch")
 ENV_VARIABLES = "environment variables"
 CAPTURE_PREFIXES = (
-    "NCCL_", "CUDA_", "SGLANG_", "SGL_", "TORCH_", "PYTORCH_", "NVIDIA_", "OMP_", "TRITON_",
+    "NCCL_", "CUDA_", "TORCH_", "PYTORCH_", "NVIDIA_", "OMP_", "TRITON_",
     "FLASHINFER_", "NVSHMEM_", "UCX_", "MKL_", "CUBLAS_", "CUDNN_", "TORCHINDUCTOR_", "DEEPEP_",
     "TRTLLM_", "MC_", "GLOO_", "NVTE_", "HF_", "TOKENIZERS_", "LD_PRELOAD", "MALLOC_",
 )
+"""Environment variables captured whatever the engine (each engine adds its own)."""
 PACKAGES = (
-    "sglang", "sglang-kernel", "sgl-kernel", "flashinfer-python", "flashinfer",
-    "flashinfer-cubin", "flashinfer-jit-cache", "torch", "triton", "nvidia-nccl-cu12",
-    "nvidia-nccl-cu13", "deep-ep", "deep-gemm", "vllm", "transformers", "xgrammar",
+    "flashinfer-python", "flashinfer", "flashinfer-cubin", "flashinfer-jit-cache", "torch",
+    "triton", "nvidia-nccl-cu12", "nvidia-nccl-cu13", "deep-ep", "deep-gemm", "vllm",
+    "transformers", "xgrammar",
 )
+"""Packages whose versions are captured whatever the engine (each engine adds its own)."""
+
+
+def capture_prefixes() -> tuple[str, ...]:
+    from logpipe import engines
+
+    return (*CAPTURE_PREFIXES, *engines.env_prefixes())
+
+
+def packages() -> tuple[str, ...]:
+    from logpipe import engines
+
+    return tuple(dict.fromkeys((*engines.packages(), *PACKAGES)))
+
+
 MANIFEST_NAMES = ("env.json",)
 SIDECAR_SUFFIX = ".env.json"
 
@@ -101,7 +117,7 @@ def _gpus(nvidia_smi: str) -> dict[str, Any]:
 
 def _packages() -> dict[str, str]:
     found = {}
-    for name in PACKAGES:
+    for name in packages():
         try:
             found[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
@@ -147,10 +163,10 @@ def interpreter_of(command: list[str]) -> str | None:
 
 
 def packages_of(interpreter: str) -> dict[str, str] | None:
-    """Versions of :data:`PACKAGES` installed for ``interpreter`` (it is asked through
+    """Versions of :func:`packages` installed for ``interpreter`` (it is asked through
     ``importlib.metadata``; nothing is imported)."""
     try:
-        proc = subprocess.run([interpreter, "-c", _VERSIONS_SCRIPT, *PACKAGES],
+        proc = subprocess.run([interpreter, "-c", _VERSIONS_SCRIPT, *packages()],
                               capture_output=True, text=True, timeout=60)
         return dict(json.loads(proc.stdout)) if proc.returncode == 0 else None
     except (OSError, subprocess.SubprocessError, ValueError):
@@ -236,7 +252,7 @@ def capture(command: list[str] | None = None, environ: Mapping[str, str] | None 
     launch ``command``, the packages are those of the interpreter that will run it."""
     environ = os.environ if environ is None else environ
     variables = {k: v for k, v in sorted(environ.items())
-                 if k.startswith(CAPTURE_PREFIXES)}
+                 if k.startswith(capture_prefixes())}
     interpreter = interpreter_of(command) if command else None
     packages = packages_of(interpreter) if interpreter else None
     manifest: dict[str, Any] = {
@@ -694,24 +710,3 @@ def unknown_identity(env: RunEnv) -> list[str]:
     else:
         out.append(ENV_VARIABLES + " (NCCL_*, CUDA_*, SGLANG_*, ...)")
     return out
-
-
-# ---------------------------------------------------------------------- from the store
-
-def load_run_env(db: str | Path, ref: str) -> tuple[str, RunEnv]:
-    """The name and environment of run ``ref`` (name, id or unique id prefix)."""
-    from logpipe.query import resolve_run
-    from logpipe.store import Store
-
-    with Store.open(db, read_only=True) as store:
-        run_id = resolve_run(store, ref)
-        row = store.one("SELECT name, env, env_complete FROM runs WHERE run_id = ?", [run_id])
-        assert row is not None
-        return str(row[0]), RunEnv.from_json(row[1], bool(row[2]))
-
-
-def diff_runs(db: str | Path, ref_a: str, ref_b: str) -> EnvDiff:
-    """:func:`diff` of two stored runs."""
-    name_a, a = load_run_env(db, ref_a)
-    name_b, b = load_run_env(db, ref_b)
-    return diff(name_a, a, name_b, b)

@@ -553,8 +553,8 @@ def _supervise(command: list[str], options: LaunchOptions, out: Path, name: str,
 
 
 def _ingest(out: Path, db: Path, result: LaunchResult) -> None:
+    from logpipe.db import open_db
     from logpipe.ingest import ingest_paths
-    from logpipe.store import Store
 
     ingested = ingest_paths([out], db)
     failed = ingested.failed
@@ -562,7 +562,7 @@ def _ingest(out: Path, db: Path, result: LaunchResult) -> None:
         result.message = (result.message + "; " if result.message else "") + \
             "ingest failed for " + ", ".join(f"{f.path}: {f.detail}" for f in failed)
     log = str((out / "server.log").resolve())
-    with Store.open(db, read_only=True) as store:
+    with open_db(db, read_only=True) as store:
         rows = store.all("SELECT r.run_id, s.steady_gen_throughput, s.steady_stratum "
                          "FROM runs r LEFT JOIN run_summary s USING (run_id) "
                          "WHERE r.source_path = ? ORDER BY r.run_seq", [log])
@@ -853,7 +853,7 @@ def run_plan(plan: Plan, db: Path, *, echo: Echo | None = None,
 
 def _judge_plan(result: PlanResult, db: Path, options: Any) -> None:
     from logpipe.compare import EXIT_ERROR, Options, judge_campaign, overall_exit
-    from logpipe.store import Store
+    from logpipe.db import open_db
 
     plan = result.plan
     options = options or Options(allow_env_diff=plan.allow_env_diff)
@@ -874,7 +874,7 @@ def _judge_plan(result: PlanResult, db: Path, options: Any) -> None:
                 "to judge")
             result.exit_code = EXIT_ERROR
     if plan.baseline.name in by_arm and judged:
-        with Store.open(db, read_only=True) as store:
+        with open_db(db, read_only=True) as store:
             result.comparisons = judge_campaign(
                 store, plan.name, options,
                 launches={plan.baseline.name: by_arm[plan.baseline.name],
@@ -924,11 +924,11 @@ def _plan_checks(result: PlanResult, db: Path) -> None:
 def _allowed_pairings(result: PlanResult, db: Path) -> set[str]:
     """This plan's speculative runs that have a complete-environment, unprofiled,
     workload-overlapping baseline of this plan differing only in the allowed keys."""
-    from logpipe.store import Store
+    from logpipe.db import open_db
 
     names = sorted({res.name for _, _, res in result.launches})
     allowed = sorted(result.plan.allow_env_diff)
-    with Store.open(db, read_only=True) as store:
+    with open_db(db, read_only=True) as store:
         rows = store.con.execute(
             "SELECT DISTINCT spec_name FROM run_pairs WHERE spec_env_complete "
             "AND baseline_env_complete AND workload_overlap "

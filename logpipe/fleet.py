@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from logpipe import lake as lakes
+from logpipe.db import open_db
 from logpipe.env import Tiers
 from logpipe.errors import InputError
 from logpipe.ingest import EnvOptions, ingest_files, walk
@@ -68,7 +69,7 @@ def _known_files(lake: Path) -> dict[str, tuple[Any, Any]]:
     """``path -> (size_bytes, mtime)`` of the files the lake holds."""
     if not lakes.is_lake(lake):
         return {}
-    with Store.open(lake, read_only=True) as store:
+    with open_db(lake, read_only=True) as store:
         return {p: (s, m) for p, s, m in store.all(
             "SELECT path, size_bytes, mtime FROM sources")}
 
@@ -242,7 +243,7 @@ def _dedupe_run_names(lake: Path, merged: dict[str, dict[str, Any]],
                       done: dict[str, dict[str, Any]]) -> None:
     """Run names stay unique across tasks, as in one database: a name another file's run
     already has in the lake, or that an earlier folder of this ingest took, becomes
-    ``name~2``, ``name~3`` ... (the rule of :class:`~logpipe.ingest.logfile._RunBook`).
+    ``name~2``, ``name~3`` ... (the rule of :class:`~logpipe.engines.sglang.ingest._RunBook`).
     The staged ``runs`` files are rewritten with the new names."""
     import duckdb
 

@@ -77,20 +77,24 @@ LOCAL_COLUMNS = {"sources": ("source_id",)}
 
 def _unit_query(table: str, columns: list[str]) -> str:
     """Rows of ``table`` with ``_unit`` (the source file they came from) and the partition
-    columns that are not columns of the table."""
+    columns that are not columns of the table.  Rows of no run are filed under the first
+    built-in engine's partition (where every earlier export filed them)."""
+    from logpipe.engines import engines
+
+    UNLINKED = engines()[0].name  # noqa: N806
     cols = ", ".join(f"t.{c}" for c in columns)
     if table == "sources":
         return f"SELECT {cols}, t.path AS _unit FROM sources t"
     if table == "runs":
         return f"SELECT {cols}, t.source_path AS _unit FROM runs t"
     if table == "run_env":
-        return (f"SELECT {cols}, coalesce(r.engine, 'sglang') AS engine, "
+        return (f"SELECT {cols}, coalesce(r.engine, '{UNLINKED}') AS engine, "
                 "r.source_path AS _unit FROM run_env t JOIN runs r USING (run_id)")
     if table in TRACE_TABLES:
-        return (f"SELECT {cols}, coalesce(r.engine, 'sglang') AS engine, x.run_id, "
+        return (f"SELECT {cols}, coalesce(r.engine, '{UNLINKED}') AS engine, x.run_id, "
                 f"t.source_path AS _unit FROM {table} t "
                 "LEFT JOIN traces x USING (source_path) LEFT JOIN runs r ON r.run_id = x.run_id")
-    return (f"SELECT {cols}, coalesce(r.engine, 'sglang') AS engine, t.source_path AS _unit "
+    return (f"SELECT {cols}, coalesce(r.engine, '{UNLINKED}') AS engine, t.source_path AS _unit "
             f"FROM {ALL_ROWS_VIEWS.get(table, table)} t LEFT JOIN runs r USING (run_id)")
 
 
@@ -341,6 +345,15 @@ def remove_if_empty(folder: Path) -> None:
 
 def _hive_types(parts: tuple[str, ...]) -> str:
     return "{" + ", ".join(f"'{p}': 'VARCHAR'" for p in parts) + "}"
+
+
+def open_lake(path: str | Path) -> Store:
+    """A Parquet lake read as a database: an in-memory database with logpipe's schema
+    whose tables are views over the lake's files.  What is written to it (a cache) is
+    gone when it closes."""
+    store = Store.in_memory(path)
+    open_lake_views(store.con, path)  # (the derived views bind to them when queried)
+    return store
 
 
 def open_lake_views(con: duckdb.DuckDBPyConnection, lake: str | Path) -> None:

@@ -1,8 +1,8 @@
 """SGLang release numbers, parsed and compared (PEP 440, through ``packaging``).
 
-Apart from :mod:`logpipe.era` (which reads the features of lines with polars), so that
-the environment's version rules need no polars: an ingest of unchanged files imports
-no parser.
+Apart from :mod:`logpipe.engines.sglang.era` (which reads the features of lines
+with polars), so that the environment's version rules need no polars: an ingest of
+unchanged files imports no parser.
 """
 
 from __future__ import annotations

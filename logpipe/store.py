@@ -204,12 +204,9 @@ class Store:
 
     @classmethod
     def open(cls, path: str | Path, *, read_only: bool = False) -> Store:
-        """Open (creating and migrating unless ``read_only``) the database at ``path``."""
+        """Open (creating and migrating unless ``read_only``) the DuckDB file at ``path``
+        (a lake is opened by :func:`logpipe.db.open_db`)."""
         path = str(path)
-        from logpipe import lake
-
-        if lake.is_lake(path):
-            return cls.open_lake(path)
         if read_only and not Path(path).exists():
             raise DatabaseError("database does not exist", path=path,
                                 hint="run `logpipe ingest PATH` first, or pass --db")
@@ -221,17 +218,13 @@ class Store:
         return store
 
     @classmethod
-    def open_lake(cls, path: str | Path) -> Store:
-        """A Parquet lake (:mod:`logpipe.lake`) read as a database: an in-memory database
-        with logpipe's schema whose tables are views over the lake's files.  What is
-        written to it (a cache) is gone when it closes."""
-        from logpipe import lake
-
+    def in_memory(cls, path: str | Path) -> Store:
+        """An in-memory database with logpipe's schema, named ``path`` (a lake's views
+        are laid over it by :func:`logpipe.lake.open_lake`)."""
         con = duckdb.connect(":memory:", config=_config())
         con.execute("SET enable_progress_bar = false")
         store = cls(con, str(path))
         store.migrate()
-        lake.open_lake_views(con, path)  # (the derived views bind to them when queried)
         return store
 
     def close(self) -> None:
@@ -556,15 +549,11 @@ class Store:
 
     # -- runs and their environments: every write of ``runs`` and ``run_env`` ----------
 
-    def add_run(self, run_id: str, name: str, source_path: str, run_seq: int,
-                first_line: int | None, started_at: Any, ended_at: Any,
-                format_era: str | None, era_mask: int) -> None:
-        """A launch seen for the first time: a baseline until its arguments say more."""
-        self.add_runs([(run_id, name, source_path, run_seq, first_line, started_at, ended_at,
-                        format_era, era_mask)])
-
-    def add_runs(self, runs: list[tuple[Any, ...]]) -> None:
-        """Many :meth:`add_run` rows in one statement (a file may hold hundreds)."""
+    def add_runs(self, runs: list[tuple[Any, ...]], *, engine: str) -> None:
+        """Launches seen for the first time, one statement (a file may hold hundreds):
+        ``(run_id, name, source_path, run_seq, first_line, started_at, ended_at,
+        format_era, era_mask)`` each, baselines until their arguments say more, of
+        ``engine`` (``runs.engine``)."""
         if not runs:
             return
         cols = list(zip(*runs, strict=True))
@@ -574,10 +563,10 @@ class Store:
             "started_at, ended_at, engine, format_era, era_mask, role, env_complete, "
             "profiled, env, tags) SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), "
             "unnest(?::INTEGER[]), unnest(?::INTEGER[]), unnest(?::BIGINT[]), "
-            "unnest(?::TIMESTAMP[]), unnest(?::TIMESTAMP[]), 'sglang', unnest(?::VARCHAR[]), "
+            "unnest(?::TIMESTAMP[]), unnest(?::TIMESTAMP[]), ?, unnest(?::VARCHAR[]), "
             "unnest(?::BIGINT[]), 'baseline', false, false, '{}', '{}'",
             [list(cols[0]), list(cols[1]), ids, list(cols[3]), list(cols[4]), list(cols[5]),
-             list(cols[6]), list(cols[7]), list(cols[8])])
+             list(cols[6]), engine, list(cols[7]), list(cols[8])])
 
     def update_runs(self, updates: list[tuple[str, dict[str, Any]]]) -> None:
         """Set columns of many runs, one statement per set of columns (``update_run`` of

@@ -22,6 +22,7 @@ import numpy as np
 import scipy.stats as sps
 
 from logpipe.compare import load_run, noise_for
+from logpipe.db import open_db
 from logpipe.env import canonical, fingerprint
 from logpipe.errors import LogpipeError
 from logpipe.launches import MIN_LAUNCH_LINES, UNREPLICATED, judge_launches
@@ -86,7 +87,7 @@ def _ci_of_median(x: np.ndarray, confidence: float = 0.95) -> tuple[float, float
 def sweep(db: str, by: str, where: str | None = None, threshold: float = 0.03,
           alpha: float = 0.05) -> SweepResult:
     """Sweep over ``by`` among the runs matching ``where`` (SQL on ``runs``)."""
-    with Store.open(db, read_only=True) as store:
+    with open_db(db, read_only=True) as store:
         key = _resolve_key(store, by)
         sql = "SELECT run_id, name, env_complete, profiled, role FROM runs"
         if where:

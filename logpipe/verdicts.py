@@ -28,6 +28,7 @@ from typing import Any
 
 import duckdb
 
+from logpipe.db import open_db
 from logpipe.rules import rules_key
 from logpipe.store import Store
 
@@ -100,7 +101,7 @@ class VerdictCache:
         if not self.new:
             return 0
         try:
-            with Store.open(db) as store, store.transaction():
+            with open_db(db) as store, store.transaction():
                 store.con.executemany(
                     "DELETE FROM logpipe_internal.pair_verdict_cache WHERE spec_run_id = ? "
                     "AND baseline_run_id = ?", [[s, b] for _, s, b, *_ in self.new])

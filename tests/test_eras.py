@@ -142,7 +142,7 @@ def test_golden_has_no_rejects(golden_db: Path) -> None:
 
 
 def test_every_known_key_is_in_a_column_not_extra(golden_db: Path) -> None:
-    from logpipe.sources.sglang_batches import CANONICAL
+    from logpipe.engines.sglang.batches import CANONICAL
 
     for (extra,) in query(golden_db, "SELECT extra FROM batches WHERE extra IS NOT NULL"):
         for key, value in json.loads(extra).items():

@@ -16,10 +16,10 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
+from logpipe.engines.sglang import fastlane
+from logpipe.engines.sglang.events import UNANCHORED_EVENT_PHRASES
+from logpipe.engines.sglang.parser import LogState, finish_chunk, prepare_block
 from logpipe.readers import line_blocks
-from logpipe.sources import fastlane
-from logpipe.sources.sglang_events import UNANCHORED_EVENT_PHRASES
-from logpipe.sources.sglang_log import LogState, finish_chunk, prepare_block
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_logs"
 
@@ -29,7 +29,8 @@ needs_lane = pytest.mark.skipif(not fastlane.AVAILABLE, reason="C fast lane not 
 def test_extension_is_built_where_a_compiler_is():
     if shutil.which("cc") is None and shutil.which("gcc") is None:
         pytest.skip("no C compiler on this machine: the polars parser reads every line")
-    assert fastlane.AVAILABLE, "a C compiler is present but logpipe._fastlane was not built"
+    assert fastlane.AVAILABLE, ("a C compiler is present but "
+                                "logpipe.engines.sglang._fastlane was not built")
 
 
 def _parse(data: bytes, block_bytes: int, monkeypatch: pytest.MonkeyPatch, fast: bool

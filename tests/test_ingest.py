@@ -55,8 +55,8 @@ def test_an_unchanged_reingest_imports_no_parser(sample_db: Path, tmp_path: Path
     imported = {line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines()
                 if line.startswith("import time:")}
     assert {"duckdb", "logpipe.ingest", "logpipe.store"} <= imported
-    assert not imported & {"polars", "numpy", "pyarrow", "logpipe.sources.sglang_log",
-                           "logpipe.ingest.logfile"}
+    assert not imported & {"polars", "numpy", "pyarrow", "logpipe.engines.sglang.parser",
+                           "logpipe.engines.sglang.ingest"}
     summary = re.search(r"(\d+) file\(s\) \((\d+) unchanged, (\d+) skipped\)", out.stdout)
     assert summary is not None, out.stdout
     files, unchanged, skipped = map(int, summary.groups())
@@ -231,7 +231,7 @@ def test_failure_mid_file_leaves_database_as_it_was(tmp_path: Path, db: Path,
         return original(self, table, frame, **kw)
 
     monkeypatch.setattr(Spool, "add", failing)
-    from logpipe.ingest import logfile as ingest_mod
+    from logpipe.engines.sglang import ingest as ingest_mod
 
     monkeypatch.setattr(ingest_mod, "line_blocks",
                         lambda fh, _size=0: readers.line_blocks(fh, block_bytes=4096))
@@ -245,7 +245,7 @@ def test_failure_mid_file_leaves_database_as_it_was(tmp_path: Path, db: Path,
 
 def test_chunked_parse_equals_whole_parse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                                           ) -> None:
-    from logpipe.ingest import logfile as ingest_mod
+    from logpipe.engines.sglang import ingest as ingest_mod
 
     whole = tmp_path / "whole.duckdb"
     ingest_paths([SAMPLES / "eras"], whole)
@@ -303,7 +303,7 @@ def test_run_facts_from_server_args(sample_db: Path) -> None:
 def test_format_eras_of_samples(sample_db: Path) -> None:
     eras = dict(query(sample_db, "SELECT name, format_era FROM runs"))
     # each sample's true release lies inside the inferred era, which is narrow
-    from logpipe import era
+    from logpipe.engines.sglang import era
 
     for name, version in [("v0.2.15", "0.2.15"), ("v0.3.6", "0.3.6"), ("v0.4.5", "0.4.5"),
                           ("v0.4.7", "0.4.7"), ("v0.5.1", "0.5.1"), ("v0.5.5", "0.5.5"),

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from logpipe import fleet, lake
 from logpipe.cli import app
+from logpipe.db import open_db
 from logpipe.ingest import ingest_paths
 from logpipe.store import Store
 from tests.conftest import SAMPLES
@@ -32,13 +33,13 @@ def rows_of(store: Store, table: str, skip: tuple[str, ...] = ("ingested_at",)
 
 def assert_same_tables(a: Path, b: Path, tables: tuple[str, ...] = lake.TABLES,
                        skip: tuple[str, ...] = ("ingested_at",)) -> None:
-    with Store.open(a, read_only=True) as one, Store.open(b, read_only=True) as other:
+    with open_db(a, read_only=True) as one, open_db(b, read_only=True) as other:
         for table in tables:
             assert rows_of(one, table, skip) == rows_of(other, table, skip), table
 
 
 def some_rows(source: Path, tables: tuple[str, ...]) -> dict[str, list[str]]:
-    with Store.open(source, read_only=True) as store:
+    with open_db(source, read_only=True) as store:
         return {t: rows_of(store, t) for t in tables}
 
 
@@ -88,7 +89,7 @@ def _with_a_digits_only_run_id(db: Path, tmp_path: Path) -> Path:
     about one in 280 is all digits, which made a reader test fail at random)."""
     copy = tmp_path / "digits.duckdb"
     shutil.copy(db, copy)
-    with Store.open(copy) as store:
+    with open_db(copy) as store:
         (old,) = store.one("SELECT min(run_id) FROM runs")
         for schema, table in store.all(
                 "SELECT c.table_schema, c.table_name FROM information_schema.columns c "
@@ -113,7 +114,7 @@ def test_pyarrow_and_chdb_read_the_same_counts(sample_db: Path, tmp_path: Path) 
                        "*.parquet', Parquet)", "CSV")
     assert str(typed).strip() == f'"String","{DIGITS_RUN_ID}"', str(typed)
 
-    with Store.open(sample_db, read_only=True) as store:
+    with open_db(sample_db, read_only=True) as store:
         # the lake keeps every row (bench_results: its console copies too)
         want = {t: store.one(f"SELECT count(*) FROM {lake.ALL_ROWS_VIEWS.get(t, t)}")[0]
                 for t in lake.TABLES}
@@ -157,7 +158,7 @@ def test_export_is_incremental_and_drops_what_left(tmp_path: Path) -> None:
     # only the appended file's parts (its runs, batches, ... and its sources row) move
     assert 0 < third.units_written < first.units_written / 3
     assert_same_tables(db, out)
-    with Store.open(db) as store, store.transaction():
+    with open_db(db) as store, store.transaction():
         store.delete_source(str((logs / "v0.4.7.log").resolve()))
     fourth = lake.export(db, out)
     assert fourth.units_dropped > 0
@@ -257,7 +258,7 @@ def test_fleet_ingest_equals_one_process_ingest_and_adds_nothing_again(tmp_path:
     assert result.groups == 6 and not result.tasks_failed and not result.files_failed
     assert len(result.duplicates) == 1 and "rack-c" in result.duplicates[0]
     assert_same_tables(single, out)
-    names = sorted(n for (n,) in Store.open(out).all("SELECT name FROM runs"))
+    names = sorted(n for (n,) in open_db(out).all("SELECT name FROM runs"))
     assert "node0~2" in names and len(set(names)) == len(names)
     again = fleet.ingest_to_lake([logs], out, engine="local")
     # (the duplicate has no sources row, so its folder is read again, and dropped again)
@@ -274,7 +275,7 @@ def test_fleet_ingest_equals_one_process_ingest_and_adds_nothing_again(tmp_path:
     # every row alike; only sources.sha256 differs by definition: the database chains
     # the hash of the appended bytes to the earlier one, the lake's task read it whole
     assert_same_tables(single, out, skip=("ingested_at", "sha256"))
-    with Store.open(out) as store:
+    with open_db(out) as store:
         assert store.one("SELECT sha256 FROM sources WHERE path = ?", [str(node.resolve())]
                          ) == (hashlib.sha256(node.read_bytes()).hexdigest(),)
 
@@ -296,14 +297,14 @@ def test_a_failed_task_leaves_nothing_visible(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setattr(fleet, "ingest_group", dies_after_staging)
     result = fleet.ingest_to_lake([logs], out, engine="local")
     assert len(result.tasks_failed) == 2 and "worker lost" in result.tasks_failed[0]
-    paths = {p for (p,) in Store.open(out).all("SELECT DISTINCT source_path FROM batches")}
+    paths = {p for (p,) in open_db(out).all("SELECT DISTINCT source_path FROM batches")}
     assert paths and not any("rack-b" in p for p in paths)
     assert not any("rack-b" in str(p) for p in out.rglob("*.parquet"))
     assert not (out / lake.STAGING).exists()
     monkeypatch.setattr(fleet, "ingest_group", real)
     retry = fleet.ingest_to_lake([logs], out, engine="local")
     assert retry.groups == 3  # only the failed folders are read again (and the duplicate)
-    paths = {p for (p,) in Store.open(out).all("SELECT DISTINCT source_path FROM batches")}
+    paths = {p for (p,) in open_db(out).all("SELECT DISTINCT source_path FROM batches")}
     assert any("rack-b" in p for p in paths)
 
 
@@ -334,7 +335,7 @@ def test_two_databases_export_into_one_lake_and_keep_each_others_rows(tmp_path: 
     db_a, db_b, out = tmp_path / "a.duckdb", tmp_path / "b.duckdb", tmp_path / "lake"
     ingest_paths([logs_a], db_a)
     ingest_paths([logs_b], db_b)
-    with Store.open(db_a, read_only=True) as a, Store.open(db_b, read_only=True) as b:
+    with open_db(db_a, read_only=True) as a, open_db(db_b, read_only=True) as b:
         want = {t: rows_of(a, t) + rows_of(b, t) for t in ("runs", "batches", "sources")}
     lake.export(db_a, out)
     second = lake.export(db_b, out)
@@ -342,20 +343,20 @@ def test_two_databases_export_into_one_lake_and_keep_each_others_rows(tmp_path: 
     assert str(db_a.resolve()) in second.others
     text = runner.invoke(app, ["export", str(out), "--db", str(db_b)]).stdout
     assert "kept " in text and "other exports wrote" in text and "0 dropped" in text
-    with Store.open_lake(out) as both:
+    with open_db(out) as both:
         for table, rows in want.items():
             assert rows_of(both, table) == sorted(rows), table
     # a file removed from database a (and ingested with --replace) leaves the lake
     (logs_a / "v0.2.15.log").unlink()
-    with Store.open(db_a) as store:
+    with open_db(db_a) as store:
         store.con.execute("DELETE FROM logpipe_internal.batches WHERE source_id IN (SELECT "
                           "source_id FROM sources WHERE path LIKE '%v0.2.15.log')")
     third = lake.export(db_a, out)
     assert third.units_others > 0  # b's units are still there
-    with Store.open_lake(out) as both:
+    with open_db(out) as both:
         assert not both.all("SELECT 1 FROM batches WHERE source_path LIKE '%v0.2.15.log'")
         assert both.all("SELECT count(*) FROM runs WHERE source_path LIKE '%/b/%'")[0][0]
     alone = runner.invoke(app, ["export", str(out), "--db", str(db_b), "--replace"])
     assert alone.exit_code == 0, alone.output
-    with Store.open_lake(out) as only_b:
+    with open_db(out) as only_b:
         assert not only_b.all("SELECT 1 FROM runs WHERE source_path LIKE '%/a/%'")

@@ -11,9 +11,9 @@ import logging
 import shutil
 from pathlib import Path
 
+from logpipe.engines.sglang.records import finish_meta_info
 from logpipe.ingest import ingest_paths
 from logpipe.phase_dump import PhaseRecorder
-from logpipe.sources.sglang_records import finish_meta_info
 from tests.conftest import SAMPLES, query
 
 HEAD = [

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from logpipe.sources.sglang_log import LogState, parse_chunk
+from logpipe.engines.sglang.parser import LogState, parse_chunk
 from tests.conftest import SAMPLES
 
 REAL_LINES = [

@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from logpipe.engines.sglang.parser import LogState, finish_chunk, parse_chunk, prepare_block
 from logpipe.ingest import ingest_paths
-from logpipe.sources.sglang_log import LogState, finish_chunk, parse_chunk, prepare_block
 from tests.conftest import SAMPLES, query
 
 PLAIN = (SAMPLES / "wrappers" / "plain.log").read_text().splitlines()
@@ -190,7 +190,7 @@ def test_a_summary_among_many_fast_blocks_is_found_once(tmp_path: Path, block_by
                                                         ) -> None:
     """Summaries are looked for among the slow lane's lines only: one printed between
     many blocks of plain batch lines, cut by a block boundary or not, is still found."""
-    import logpipe.ingest.logfile as logfile
+    import logpipe.engines.sglang.ingest as logfile
 
     monkeypatch.setattr(logfile, "PARSE_BLOCK_BYTES", block_bytes)
     server = "\n".join(PLAIN) + "\n"

@@ -54,7 +54,8 @@ def test_migration_files_are_numbered_without_gaps() -> None:
 def test_documented_views_exist(db: Path) -> None:
     text = (ROOT / "schemas" / "README.md").read_text().split("\n## Views")[1]
     views = re.findall(r"^### `(\w+)`", text, re.M)
-    assert views == ["bench_results_all", "batch_states", "steady_decode", "run_pairs",
+    assert views == ["bench_results_all", "server_samples", "batch_states", "steady_decode",
+                     "run_pairs",
                      "spec_pairing",
                      "bench_vs_log", "phase_summary", "profiling_overhead", "kernel_summary",
                      "kernel_class_summary", "trace_steps", "annotation_summary", "run_summary",

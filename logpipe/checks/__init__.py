@@ -25,6 +25,7 @@ from typing import Any
 import duckdb
 
 from logpipe import summaries
+from logpipe.db import open_db
 from logpipe.errors import DatabaseError, InputError, LogpipeError
 from logpipe.store import Store, schemas_dir
 from logpipe.verdicts import VerdictCache
@@ -194,7 +195,7 @@ def run_checks(db: str | Path, suites: list[Suite], options: Any = None, *,
 
     The frames are computed first, while great-expectations (seconds to import) loads on
     another thread; then each frame is validated."""
-    Store.open(db, read_only=True).close()  # a missing database fails before the wait
+    open_db(db, read_only=True).close()  # a missing database fails before the wait
     with ThreadPoolExecutor(1) as pool:
         loading = pool.submit(_Validator)
         frames = _frames(db, suites, rescan, update_cache)
@@ -264,7 +265,7 @@ def _open_current(db: str | Path, rescan: bool = False,
     data-quality checks test) is read once, as a temporary table that shadows the view:
     from the copy ingest keeps, unless its line counts disagree with the batches table
     (lines added or deleted by hand) or ``rescan`` asks for every line to be read."""
-    store = Store.open(db, read_only=True)
+    store = open_db(db, read_only=True)
     stale: list[str] = []
     if store.outdated() and not update_cache:
         store.close()
@@ -283,14 +284,14 @@ def _open_current(db: str | Path, rescan: bool = False,
         pass  # written by an older logpipe: opening it for writing migrates it
     store.close()
     try:
-        with Store.open(db) as writer, writer.transaction():
+        with open_db(db) as writer, writer.transaction():
             summaries.repair_ranges(writer, every_column=rescan)
             _scan_once(writer)  # repaired: the kept ranges give the keys
             summaries.refresh(writer)
         stale = []
     except (duckdb.Error, LogpipeError):
         pass
-    store = Store.open(db, read_only=True)
+    store = open_db(db, read_only=True)
     try:
         _scan_once(store)
     except duckdb.Error:

@@ -1,7 +1,7 @@
 """walk → detect → parse → store, one transaction per file.
 
 The parts: :mod:`~logpipe.ingest.walk` (which files), :mod:`~logpipe.ingest.changes`
-(what is new in each), :mod:`~logpipe.ingest.logfile` (the parse loop of a server log),
+(what is new in each), :mod:`~logpipe.engines.sglang.ingest` (the parse loop of a server log),
 :mod:`~logpipe.ingest.records` (files read whole), :mod:`~logpipe.ingest.environment`
 (environments and clocks of runs) and :mod:`~logpipe.ingest.linking` (records to runs).
 
@@ -38,6 +38,7 @@ from pathlib import Path
 import duckdb
 
 from logpipe import clock, interrupts
+from logpipe.engines import engine_for_kind, engines
 from logpipe.env import Tiers, discover
 from logpipe.errors import LogpipeError
 from logpipe.ingest.base import PARSER_VERSION, EnvOptions, FileResult, IngestResult, Progress
@@ -47,10 +48,7 @@ from logpipe.ingest.environment import attach_env, environment_key
 from logpipe.ingest.linking import link_records, mark_duplicate_benchmarks
 from logpipe.ingest.walk import run_base_name, walk
 from logpipe.readers import read_head, take_damage
-from logpipe.sources import HEAD_BYTES, bench, detect, looks_like_vllm, torch_trace
-from logpipe.sources.sglang_kind import NAME as SGLANG
-from logpipe.sources.sglang_kind import SOURCE as SGLANG_SOURCE
-from logpipe.sources.sglang_kind import sniff as sglang_sniff
+from logpipe.sources import HEAD_BYTES, bench, detect, load, looks_like_vllm
 from logpipe.store import Store
 from logpipe.traces import apply_trace_env
 
@@ -175,10 +173,11 @@ def _ingest_one(store: Store, path: Path, key: str, root: Path, options: EnvOpti
         return FileResult(key, "failed", detail=f"cannot read: {exc}")
     text_head = head.decode("utf-8", errors="replace")
     source = detect(text_head)
-    if source is not None and source.name == bench.CONSOLE.name and sglang_sniff(text_head):
+    if source is not None and source.name == bench.CONSOLE.name:
         # a run script that sent the server's output and bench_serving's summary to one
         # file: read it as the server log it is; the summaries come with it
-        source = SGLANG_SOURCE
+        source = next((k for e in engines() for k in e.log_kinds if k.sniff(text_head)),
+                      source)
     if source is None:
         if progress:
             progress(path.stat().st_size)
@@ -186,17 +185,16 @@ def _ingest_one(store: Store, path: Path, key: str, root: Path, options: EnvOpti
             return FileResult(key, "skipped",
                               detail="this looks like vLLM output (not yet supported)")
         return FileResult(key, "skipped", detail="not a recognised format")
+    engine = engine_for_kind(source.name)
     try:
         with store.transaction():
-            if source.name == SGLANG:
+            if engine is not None:
                 known = store.source(key)
                 if same_stat(known, path.stat()):  # not re-read: the parser is not imported
                     res = FileResult(key, "unchanged", kind=source.name)
                 else:
-                    from logpipe.ingest.logfile import ingest_log
-
-                    res = ingest_log(store, path, key, source.name, head, progress,
-                                     options.keep_request_text, options.replace)
+                    res = engine.reader()(store, path, key, source.name, head, progress,
+                                          options.keep_request_text, options.replace)
                     known = store.source(key) if res.status == "unchanged" else None
                 if res.status not in ("duplicate", "changed"):
                     manifests = discover(path, root)
@@ -204,18 +202,19 @@ def _ingest_one(store: Store, path: Path, key: str, root: Path, options: EnvOpti
                     if known is None or known.get("env_key") != env_key:
                         attach_env(store, key, manifests, options)
                         store.set_env_key(key, env_key)
-            elif source.name == torch_trace.SOURCE.name:
-                from logpipe.ingest.records import ingest_trace
+            elif source.reader is not None:
+                res = load(source.reader)(store, path, key, options)
+                if progress:
+                    progress(path.stat().st_size)
+            elif source.parse is not None:
+                from logpipe.ingest.records import ingest_records
 
-                res = ingest_trace(store, path, key, options)
+                res = ingest_records(store, path, key, source, options)
                 if progress:
                     progress(path.stat().st_size)
             else:
-                from logpipe.ingest.records import ingest_records
-
-                res = ingest_records(store, path, key, source.name, options)
-                if progress:
-                    progress(path.stat().st_size)
+                res = FileResult(key, "skipped", kind=source.name,
+                                 detail=f"no reader for kind {source.name}")
     except LogpipeError as exc:
         return FileResult(key, "failed", kind=source.name, detail=str(exc))
     except Exception as exc:  # noqa: BLE001 - any failure of one file must not stop the rest

@@ -70,16 +70,20 @@ FROM runs r LEFT JOIN n USING (run_id)
 
 ROLE_WORDS = frozenset({
     "bench", "benchmark", "benchmarks", "bench_serving", "serving", "server", "serve",
-    "launch", "log", "logs", "sglang", "output", "out", "result", "results", "console",
+    "launch", "log", "logs", "output", "out", "result", "results", "console",
     "stdout", "stderr", "run"})
-"""Words of a file name that say what the file is, not which experiment it belongs to."""
+"""Words of a file name that say what the file is, not which experiment it belongs to
+(with every engine's name words)."""
 
 
 def name_stem(path: str) -> frozenset[str]:
     """The words of a file's name (up to its first dot) that name its experiment:
     ``bench-plain.jsonl`` and ``server-plain.log`` share ``{plain}``."""
+    from logpipe.engines import name_words
+
     words = re.split(r"[-_\s]+", Path(path).name.split(".", 1)[0].lower())
-    return frozenset(w for w in words if w and w not in ROLE_WORDS)
+    role = ROLE_WORDS | name_words()
+    return frozenset(w for w in words if w and w not in role)
 
 
 def link_records(store: Store) -> list[str]:

@@ -9,14 +9,17 @@ from pathlib import Path
 from logpipe.ingest.base import PARSER_VERSION, EnvOptions, FileResult
 from logpipe.ingest.changes import HEAD_HASH_BYTES, TAIL_HASH_BYTES
 from logpipe.readers import open_binary
-from logpipe.sources import bench, phases, request_metrics, torch_trace
+from logpipe.sources import Source, torch_trace
 from logpipe.store import Store
 from logpipe.traces import ingest_trace as read_trace
 
 
-def ingest_records(store: Store, path: Path, key: str, kind: str,
-                    options: EnvOptions) -> FileResult:
-    """Small record files (benchmark results): parsed whole, replaced whole on change."""
+def ingest_records(store: Store, path: Path, key: str, source: Source,
+                   options: EnvOptions) -> FileResult:
+    """Small record files (benchmark results, phase dumps, request metrics): parsed whole
+    by their kind's ``parse`` into its ``table``, replaced whole on change."""
+    kind = source.name
+    assert source.parse is not None and source.table is not None
     stat = path.stat()
     with open_binary(path) as fh:
         data = fh.read()
@@ -35,18 +38,8 @@ def ingest_records(store: Store, path: Path, key: str, kind: str,
     if existing is not None:
         store.delete_source(key)
     text = data.decode("utf-8", errors="replace")
-    rejects: list[tuple[int, str, str]] = []
-    table = "bench_results"
-    if kind == bench.CONSOLE.name:
-        rows = bench.parse_console(text)
-    elif kind == phases.SOURCE.name:
-        rows, rejects = phases.parse(text)
-        table = "phase_timings"
-    elif kind == request_metrics.SOURCE.name:
-        rows, rejects = request_metrics.parse(text, keep_text=options.keep_request_text)
-        table = "request_metrics"
-    else:
-        rows, rejects = bench.parse_jsonl(text)
+    table = source.table
+    rows, rejects = source.parse(text, options.keep_request_text)
     frame = pl.DataFrame([{"line_no": n, **r} for n, r in rows], infer_schema_length=None)
     if explicit is not None and frame.height:
         frame = frame.with_columns(pl.lit(explicit).alias("run_id"),

@@ -10,9 +10,19 @@ from logpipe.errors import InputError
 from logpipe.readers import COMPRESSED_SUFFIXES
 
 GENERIC_STEMS = {
-    "server", "log", "logs", "output", "out", "stdout", "stderr", "sglang", "launch",
-    "server_log", "serve", "console", "run", "nohup", "sglang_server", "launch_server",
+    "server", "log", "logs", "output", "out", "stdout", "stderr", "launch",
+    "server_log", "serve", "console", "run", "nohup", "launch_server",
 }
+"""File names that name no run (with every engine's name words, and ``<word>_server``)."""
+
+
+def is_generic_stem(name: str) -> bool:
+    from logpipe.engines import name_words
+
+    name = name.lower()
+    words = name_words()
+    return name in GENERIC_STEMS or name in words or (
+        name.endswith("_server") and name[: -len("_server")] in words)
 TEXT_SUFFIXES = (".log", ".txt", ".out", ".err")
 
 
@@ -54,6 +64,6 @@ def run_base_name(path: Path) -> str:
     for suffix in TEXT_SUFFIXES:
         if name.lower().endswith(suffix):
             name = name[: -len(suffix)]
-    if not name or name.lower() in GENERIC_STEMS:
+    if not name or is_generic_stem(name):
         name = path.parent.name or name or "run"
     return name

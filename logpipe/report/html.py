@@ -21,6 +21,7 @@ import numpy as np
 import polars as pl
 
 from logpipe import __version__
+from logpipe.db import open_db
 from logpipe.errors import LogpipeError
 from logpipe.store import Store
 
@@ -397,7 +398,7 @@ def build_report(db: str | Path, out: str | Path, refs: list[str] | None = None,
     from logpipe.sweep import sweep
 
     blocks: list[tuple[str, Any, Any]] = []  # ("section", title, html) | ("figure", id, fig)
-    with Store.open(db, read_only=True) as store:
+    with open_db(db, read_only=True) as store:
         runs = _pick_runs(store, refs, plan)
         for title, body in _experiments(store, runs):
             blocks.append(("section", title, body))
@@ -427,7 +428,7 @@ def build_report(db: str | Path, out: str | Path, refs: list[str] | None = None,
                 for r in report.results]
         sections.append((f"Checks (exit {report.exit_code})",
                          _table(["status", "suite", "check", "failing rows"], rows)))
-    with Store.open(db, read_only=True) as store:
+    with open_db(db, read_only=True) as store:
         ids = [rid for rid, _ in runs]
         marks = ", ".join("?" for _ in ids)
         phase_rows = store.all(

@@ -98,6 +98,16 @@ LEFT JOIN gaps g ON g.run_id = b.run_id AND g.rank_key = coalesce(b.rank_tag, ''
 
 CREATE OR REPLACE VIEW batch_states AS SELECT * FROM run_batch_states(NULL);
 
+-- Per-interval server samples in terms every engine can fill: one row per periodic stats
+-- line of a server log (SGLang: its Decode/Prefill batch lines, whose detail stays in
+-- `batches`), with the engine of the run.
+CREATE OR REPLACE VIEW server_samples AS
+SELECT b.run_id, r.engine, b.source_path, b.line_no, b.ts, b.kind,
+       b.running_req AS running, b.queue_req AS waiting, b.token_usage AS kv_usage,
+       b.input_throughput AS prompt_tps, b.gen_throughput AS gen_tps, b.accept_len,
+       b.accept_rate, b.cuda_graph
+FROM batches b JOIN runs r USING (run_id);
+
 -- Steady decode samples only.
 CREATE OR REPLACE VIEW steady_decode AS
 SELECT * FROM batch_states WHERE kind = 'decode' AND state = 'steady';
@@ -433,14 +443,15 @@ numbered AS (
 ),
 kern AS (
     SELECT n.source_path, n.step_no, k.kernel_class, count(*) AS kernels,
-           sum(k.dur_us) / 1000.0 AS kernel_ms
+           round(sum(k.dur_us) / 1000.0, 6) AS kernel_ms  -- (rounded: a sum in any order)
     FROM numbered n JOIN trace_kernels k
       ON k.source_path = n.source_path AND k.ts_us >= n.gpu_start_us
      AND k.ts_us < n.gpu_start_us + n.gpu_dur_us
     GROUP BY ALL
 ),
 per_step AS (
-    SELECT source_path, step_no, sum(kernels)::BIGINT AS kernels, sum(kernel_ms) AS kernel_ms,
+    SELECT source_path, step_no, sum(kernels)::BIGINT AS kernels,
+           round(sum(kernel_ms), 6) AS kernel_ms,
            map_from_entries(list((kernel_class, kernel_ms) ORDER BY kernel_class))
              AS kernel_ms_by_class
     FROM kern GROUP BY ALL

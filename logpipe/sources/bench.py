@@ -14,7 +14,7 @@ import json
 import re
 from typing import Any
 
-from logpipe.server_args import redact
+from logpipe.engines.sglang.server_args import redact
 from logpipe.sources import Source, register
 from logpipe.sources.records import first_json_object, json_objects
 
@@ -64,6 +64,8 @@ JSONL = register(Source(
     samples=("mission/baseline-untuned/bench_serving.jsonl", "eras/bench_serving_v0.2.15.jsonl",
              "eras/bench_serving_v0.4.5.jsonl"),
     specificity=20,
+    table="bench_results",
+    parse=lambda text, keep_text: parse_jsonl(text),
 ))
 CONSOLE = register(Source(
     name="bench_console",
@@ -71,6 +73,8 @@ CONSOLE = register(Source(
     sniff=sniff_console,
     samples=("mission/eagle3-untuned/bench_serving.txt",),
     specificity=30,
+    table="bench_results",
+    parse=lambda text, keep_text: (parse_console(text), []),
 ))
 
 

@@ -24,6 +24,8 @@ SOURCE = register(Source(
     samples=("profiles/eagle3-profiled/phase_timings.jsonl",
              "mission/eagle3-untuned/phase_timings.jsonl"),
     specificity=25,
+    table="phase_timings",
+    parse=lambda text, keep_text: parse(text),
 ))
 
 

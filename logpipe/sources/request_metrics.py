@@ -31,6 +31,8 @@ SOURCE = register(Source(
     sniff=sniff,
     samples=("mission/baseline-untuned/sglang-request-metrics-20260504_09.log",),
     specificity=22,
+    table="request_metrics",
+    parse=lambda text, keep_text: parse(text, keep_text=keep_text),
 ))
 
 

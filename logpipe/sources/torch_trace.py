@@ -56,6 +56,7 @@ SOURCE = register(Source(
     samples=("traces/cpu-decode/1777885700.1-TP-0.trace.json.gz",
              "traces/h200-decode/1777885800.5-TP-0.trace.json.gz"),
     specificity=30,
+    reader="logpipe.ingest.records:ingest_trace",
 ))
 
 

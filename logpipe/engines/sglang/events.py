@@ -13,7 +13,7 @@ from typing import Any
 
 import polars as pl
 
-from logpipe.server_args import parse_server_args, redact
+from logpipe.engines.sglang.server_args import parse_server_args, redact
 
 # kind → regex on the message (after every prefix is peeled).  Order matters.
 EVENT_KINDS: list[tuple[str, str]] = [

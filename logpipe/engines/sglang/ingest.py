@@ -17,14 +17,10 @@ from typing import Any, BinaryIO
 
 import polars as pl
 
-from logpipe import era, summaries
-from logpipe.ingest.base import IN_LOG, PARSER_VERSION, FileResult, Progress
-from logpipe.ingest.changes import HEAD_HASH_BYTES, TAIL_HASH_BYTES, decide, window_sha
-from logpipe.ingest.walk import run_base_name
-from logpipe.readers import line_blocks, lines_at, open_binary, skip_to
-from logpipe.server_args import redact, redact_text
-from logpipe.sources import bench, fastlane
-from logpipe.sources.sglang_log import (
+from logpipe import summaries
+from logpipe.engines.sglang import NAME as ENGINE_NAME
+from logpipe.engines.sglang import era, fastlane
+from logpipe.engines.sglang.parser import (
     Launch,
     LogState,
     ParsedChunk,
@@ -32,6 +28,12 @@ from logpipe.sources.sglang_log import (
     finish_chunk,
     prepare_block,
 )
+from logpipe.engines.sglang.server_args import redact, redact_text
+from logpipe.ingest.base import IN_LOG, PARSER_VERSION, FileResult, Progress
+from logpipe.ingest.changes import HEAD_HASH_BYTES, TAIL_HASH_BYTES, decide, window_sha
+from logpipe.ingest.walk import run_base_name
+from logpipe.readers import line_blocks, lines_at, open_binary, skip_to
+from logpipe.sources import bench
 from logpipe.store import Spool, Store
 
 PARSE_BLOCK_BYTES = 32 * 1024 * 1024
@@ -381,7 +383,7 @@ class _RunBook:
     def flush(self) -> None:
         """Write the runs first seen, then the spans and eras that blocks widened, then
         the launches' arguments, since the last flush."""
-        self.store.add_runs(self._new)
+        self.store.add_runs(self._new, engine=ENGINE_NAME)
         self._new.clear()
         for rid, (first, last) in self._spans.items():
             mask = self._masks[rid]

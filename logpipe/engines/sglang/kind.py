@@ -1,7 +1,7 @@
 """The SGLang server log as an input kind: its name, how the head of a file shows it, its
 registry entry.
 
-Apart from the parser (:mod:`logpipe.sources.sglang_log`, polars and the C fast lane), so
+Apart from the parser (:mod:`logpipe.engines.sglang.parser`, polars and the C fast lane), so
 that telling what a file is needs neither: an ingest of unchanged files imports no parser.
 """
 

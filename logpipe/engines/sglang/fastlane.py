@@ -1,12 +1,12 @@
 """The C fast lane in front of the polars log parser.
 
-:func:`split_block` hands a block of complete lines to ``logpipe._fastlane`` (one pass in
-C, ``logpipe/_fastlane.c``), which reads the plain batch lines and uvicorn access lines
-that make up nearly all of a long log and returns everything else as text for the polars
-parser.  The contract: for every line it takes, the fast lane produces exactly the row the
-polars parser would (``tests/test_fastlane.py`` parses every sample and generated logs
-both ways and compares the tables); whenever a line has anything unusual in it, it leaves
-the line to the polars parser.
+:func:`split_block` hands a block of complete lines to ``_fastlane`` (one pass in C,
+``logpipe/engines/sglang/_fastlane.c``), which reads the plain batch lines and uvicorn
+access lines that make up nearly all of a long log and returns everything else as text
+for the polars parser.  The contract: for every line it takes, the fast lane produces
+exactly the row the polars parser would (``tests/test_fastlane.py`` parses every sample
+and generated logs both ways and compares the tables); whenever a line has anything
+unusual in it, it leaves the line to the polars parser.
 
 The extension is optional: without a C compiler at install time, :data:`AVAILABLE` is
 false and every line takes the polars path.  ``LOGPIPE_FASTLANE=0`` turns it off.
@@ -22,10 +22,10 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from logpipe.sources.sglang_events import UNANCHORED_EVENT_PHRASES
+from logpipe.engines.sglang.events import UNANCHORED_EVENT_PHRASES
 
 try:
-    from logpipe import _fastlane  # type: ignore[attr-defined]
+    from logpipe.engines.sglang import _fastlane  # type: ignore[attr-defined]
 except ImportError:  # built without a C compiler
     _fastlane = None
 
@@ -182,8 +182,8 @@ def time_only(lanes: Lanes) -> pl.DataFrame:
 
 def representatives(frame: pl.DataFrame, data: bytes | bytearray, bkind: bool) -> pl.DataFrame:
     """One line per (run, shape) of fast rows (``frame`` has ``run_seq``), with the columns
-    :data:`logpipe.era.FEATURES` reads.  Lines of one shape differ only in their digits,
-    which no era feature looks at, so the features of the representative are those of
+    :data:`logpipe.engines.sglang.era.FEATURES` reads.  Lines of one shape differ only in
+    their digits, which no era feature looks at, so the features of the representative are those of
     every line of its shape."""
     seqs = frame["run_seq"]
     one_run = not seqs.null_count() and seqs.min() == seqs.max()

@@ -6,7 +6,7 @@ block boundaries (which run a line belongs to, midnight roll-over of time-only s
 traceback that continues an error) lives in :class:`LogState`, which the store keeps per
 file so an appended log resumes exactly where the last ingest stopped.
 
-:func:`prepare_block` first lets the C fast lane (:mod:`logpipe.sources.fastlane`) read the
+:func:`prepare_block` first lets the C fast lane (:mod:`logpipe.engines.sglang.fastlane`) read the
 plain batch and access lines; this module parses the rest and merges the two (run of each
 fast row, midnight roll-over, era features), with the same rows either way.
 
@@ -25,20 +25,19 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from logpipe import era
-from logpipe.server_args import parse_server_args, redact_text
-from logpipe.sources import fastlane
-from logpipe.sources.sglang_batches import COLUMNS, parse_batches
-from logpipe.sources.sglang_events import ERROR_START, classify, event_attrs, parse_http
-from logpipe.sources.sglang_kind import NAME, SOURCE, sniff  # noqa: F401  (re-exported)
-from logpipe.sources.sglang_prefix import (
+from logpipe.engines.sglang import era, fastlane
+from logpipe.engines.sglang.batches import COLUMNS, parse_batches
+from logpipe.engines.sglang.events import ERROR_START, classify, event_attrs, parse_http
+from logpipe.engines.sglang.kind import NAME, SOURCE, sniff  # noqa: F401  (re-exported)
+from logpipe.engines.sglang.prefix import (
     OUTER_TS_RE,
     PID_RE,
     SERVICE_RE,
     split_prefixes,
     timestamps,
 )
-from logpipe.sources.sglang_records import is_record, parse_records
+from logpipe.engines.sglang.records import is_record, parse_records
+from logpipe.engines.sglang.server_args import parse_server_args, redact_text
 
 RECORD_LIKE_RE = r"(?i)(?:prefill|decode) batch|throughput"
 """What a line that may hold a measurement says: ingest counts such lines it did not read,

@@ -1,0 +1,92 @@
+"""Serving engines behind one seam.
+
+An :class:`Engine` is what logpipe needs to know about a server it reads: its name (the
+``runs.engine`` value), the input kinds of its server logs, the function that reads such a
+log into the store, the packages and environment-variable prefixes that identify its
+install, and the words its file names use.  ``ingest``, ``env``, ``walk`` and the linking
+rules ask the registry, never an engine by name.
+
+Built-in engines live in ``logpipe/engines/<name>/`` (one folder each) and register the
+way a third-party engine does: an entry point in the ``logpipe.engines`` group whose
+object is an :class:`Engine` (``[project.entry-points."logpipe.engines"] toy =
+"toy_engine:ENGINE"``).  Loading an engine registers its input kinds.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import Any
+
+from logpipe.sources import Source, load, register
+
+ENTRY_POINT_GROUP = "logpipe.engines"
+BUILTIN = ("logpipe.engines.sglang:ENGINE",)
+"""The engines that ship with logpipe, loaded by name like an entry point."""
+
+
+@dataclass(frozen=True)
+class Engine:
+    name: str
+    """``runs.engine`` of the runs its logs make."""
+    display: str
+    log_kinds: tuple[Source, ...]
+    """The input kinds that are this engine's server logs."""
+    ingest_log: str
+    """``module:function`` reading one such log into the store, inside the caller's
+    transaction: ``(store, path, key, kind, head, progress, keep_text, replace) ->
+    FileResult``.  Imported only when a log needs reading."""
+    packages: tuple[str, ...] = ()
+    """Python distributions whose versions identify the engine's install."""
+    env_prefixes: tuple[str, ...] = ()
+    """Prefixes of the environment variables the engine reads (``SGLANG_``)."""
+    name_words: frozenset[str] = field(default_factory=frozenset)
+    """Words of file and folder names that say "a log of this engine", not which
+    experiment (``sglang`` in ``sglang-server.log``)."""
+
+    def reader(self) -> Callable[..., Any]:
+        return load(self.ingest_log)  # type: ignore[no-any-return]
+
+
+@functools.cache
+def engines() -> tuple[Engine, ...]:
+    """Every engine: the built-in ones, then those of installed entry points."""
+    found: dict[str, Engine] = {}
+    specs: list[Callable[[], Any]] = [functools.partial(load, s) for s in BUILTIN]
+    specs += [ep.load for ep in entry_points(group=ENTRY_POINT_GROUP)]
+    for get in specs:
+        engine = get()
+        if not isinstance(engine, Engine):
+            raise TypeError(f"a {ENTRY_POINT_GROUP} entry point must name an Engine, "
+                            f"not {type(engine).__name__}")
+        for kind in engine.log_kinds:
+            register(kind)
+        found.setdefault(engine.name, engine)
+    return tuple(found.values())
+
+
+def engine_for_kind(kind: str) -> Engine | None:
+    """The engine whose server log ``kind`` is, or None (a record file, a trace)."""
+    for engine in engines():
+        if any(k.name == kind for k in engine.log_kinds):
+            return engine
+    return None
+
+
+def engine_named(name: str) -> Engine | None:
+    return next((e for e in engines() if e.name == name), None)
+
+
+def name_words() -> frozenset[str]:
+    """Every engine's name words (file-name words that name no experiment)."""
+    return frozenset().union(*(e.name_words for e in engines()))
+
+
+def packages() -> tuple[str, ...]:
+    return tuple(p for e in engines() for p in e.packages)
+
+
+def env_prefixes() -> tuple[str, ...]:
+    return tuple(p for e in engines() for p in e.env_prefixes)

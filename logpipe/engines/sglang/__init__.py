@@ -1,0 +1,21 @@
+"""SGLang: its server log (every release since 0.2), read by :mod:`.ingest` with the
+parser of :mod:`.parser` (batch lines, events, HTTP access lines, embedded records) and
+the C fast lane; its format eras (:mod:`.era`) and ``server_args`` (:mod:`.server_args`).
+"""
+
+from __future__ import annotations
+
+from logpipe.engines import Engine
+from logpipe.engines.sglang.kind import SOURCE
+
+NAME = "sglang"
+
+ENGINE = Engine(
+    name=NAME,
+    display="SGLang",
+    log_kinds=(SOURCE,),
+    ingest_log="logpipe.engines.sglang.ingest:ingest_log",
+    packages=("sglang", "sglang-kernel", "sgl-kernel"),
+    env_prefixes=("SGLANG_", "SGL_"),
+    name_words=frozenset({"sglang"}),
+)
