@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 
-from logpipe import __version__
+from logpipe._version import __version__
 from logpipe.errors import LogpipeError
 
 app = typer.Typer(

@@ -46,7 +46,7 @@ from typing import Any
 
 import duckdb
 
-from logpipe import __version__
+from logpipe._version import __version__
 from logpipe.errors import InputError
 from logpipe.store import (
     ALL_ROWS_VIEWS,

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from logpipe import __version__
+from logpipe._version import __version__
 from logpipe.env import Tiers
 
 PARSER_VERSION = f"logpipe {__version__}"

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from logpipe import __version__
+from logpipe._version import __version__
 from logpipe.db import open_db
 from logpipe.errors import LogpipeError
 from logpipe.store import Store
