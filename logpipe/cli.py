@@ -329,6 +329,35 @@ def compare(
 
 
 @app.command()
+def explain(
+    run: Annotated[list[str], typer.Option(
+        "--run", help="The speculative run; optionally its baseline as a second --run "
+                      "(else the nearest same-environment one).  A, B, C: one arm of "
+                      "several launches.")],
+    db: DbOption = DEFAULT_DB,
+    fmt: Annotated[str, typer.Option("--format", help="text or json.")] = "text",
+    lake: LakeOption = None,
+) -> None:
+    """Where the time went: baseline step time, the speculative cycle by phase (phase
+    dumps, else profiler steps), tokens per cycle, the speedup they imply against the
+    observed one, the break-even accept length, and the verify cost fitted over a sweep
+    of draft tokens.  Every figure names its rows."""
+    import json as _json
+
+    from logpipe.analysis.explain import explain_runs, explain_text
+
+    if fmt not in ("text", "json"):
+        _fail(LogpipeError(f"unknown format {fmt!r}", hint="use one of: text, json"))
+    try:
+        ex = explain_runs(str(lake if lake is not None else db), run)
+    except LogpipeError as exc:
+        _fail(exc)
+    typer.echo(_json.dumps(ex.to_dict(), indent=2, default=str) + "\n" if fmt == "json"
+               else explain_text(ex), nl=False)
+    raise typer.Exit(0 if ex.cycle_ms is not None else 1)
+
+
+@app.command()
 def check(
     suite: Annotated[list[str] | None, typer.Option(
         "--suite", help="Run only these suites (repeatable): data_quality, pairing, "

@@ -701,6 +701,40 @@ def phase_dump(tps: float, synchronized: bool, seed: int, start: datetime,
     return "\n".join(lines) + "\n"
 
 
+VERIFY_FIXED_MS, VERIFY_PER_TOKEN_MS = 22.5, (28.7 - 25.6) / 3
+"""The mission's verify cost: 25.6 ms at 3 draft tokens, 28.7 ms at 6 (a fixed overhead)."""
+
+
+def sweep_phase_dump(steps: int, tps: float, accept: float, seed: int, start: datetime,
+                     cycles: int = 200) -> str | None:
+    """Phase timings of one step-sweep launch: verify costs the mission's fixed +
+    per-token line at ``steps + 1`` draft tokens, the cycle is what the launch's measured
+    throughput and accept length imply, and the draft takes the rest.  None where the
+    cycle is shorter than that verify (the 1-step launch: 24.4 ms against 24.6 + 0.8 ms),
+    which was not profiled."""
+    rng = random.Random(seed)
+    cycle = accept / tps * 1000
+    verify = VERIFY_FIXED_MS + VERIFY_PER_TOKEN_MS * (steps + 1)
+    extend, other = 0.55, 0.28
+    draft = cycle - verify - extend - other
+    if draft <= 0:
+        return None
+    high = round((accept - int(accept)) * cycles)  # cycles that accept one token more
+    t = start.replace(tzinfo=UTC).timestamp()
+    lines = []
+    for i in range(cycles):
+        jitter = rng.uniform(0.98, 1.02)
+        t += cycle * jitter / 1000
+        lines.append(json.dumps({
+            "v": 1, "ts": round(t, 4), "batch_size": 1,
+            "phases_ms": {"draft": round(draft * jitter, 4), "verify": round(verify * jitter, 4),
+                          "draft_extend": round(extend * jitter, 4),
+                          "other": round(other * jitter, 4)},
+            "accepted_tokens": int(accept) + (1 if (i * high) % cycles < high else 0),
+            "synchronized": False}))
+    return "\n".join(lines) + "\n"
+
+
 TRACE_PROFILE_ID = "1777885800.5"
 """Profile id of the recorded traces under sample_logs/traces/ (see make_torch_traces.py)."""
 
@@ -793,6 +827,10 @@ def generate(out: Path) -> list[Path]:
         files[f"sweep/eagle3-steps{steps}/env.json"] = (json.dumps(mission_manifest(
             False, True, (start - timedelta(minutes=1)).isoformat() + "+00:00", steps=steps),
             indent=2) + "\n").encode()
+        dump = sweep_phase_dump(steps, tps, al, seed=80 + steps,
+                                start=start + timedelta(seconds=40))
+        if dump is not None:
+            files[f"sweep/eagle3-steps{steps}/phase_timings.jsonl"] = dump.encode()
     for style in WRAPPERS:
         put(f"wrappers/{style}.log", wrapped(style))
     restarts = era_log("0.4.7", seed=300)[:-1] + era_log("0.4.7", seed=301)

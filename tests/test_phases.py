@@ -17,7 +17,14 @@ def test_mission_profile_shares(sample_db: Path) -> None:
     assert rows == {"verify": 0.898, "draft": 0.072, "draft_extend": 0.02, "other": 0.01}
     implied = dict(query(sample_db, "SELECT run, round(any_value(implied_tps), 1) "
                          "FROM phase_summary GROUP BY run"))
-    assert implied == {"eagle3-profiled": 33.0, "eagle3-untuned": 75.9}
+    assert {k: v for k, v in implied.items() if not k.startswith("eagle3-steps")} == {
+        "eagle3-profiled": 33.0, "eagle3-untuned": 75.9}
+    # the step sweep's dumps imply each launch's measured throughput (steps 1 has none)
+    sweep = {k: v for k, v in implied.items() if k.startswith("eagle3-steps")}
+    measured = dict(query(sample_db, "SELECT name, steady_gen_throughput FROM run_summary "
+                                     "WHERE name LIKE 'eagle3-steps%'"))
+    assert sorted(sweep) == [f"eagle3-steps{k}" for k in range(2, 7)]
+    assert all(abs(v - measured[k]) <= 0.3 for k, v in sweep.items()), (sweep, measured)
 
 
 def test_synchronised_dump_marks_the_run_profiled_and_costs_are_reported(
