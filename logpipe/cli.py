@@ -573,6 +573,11 @@ def launch(
         help="Profile STEPS busy scheduler steps during the bench (/start_profile with "
              "num_steps); the trace goes to the run folder's profile/, and only that "
              "window is marked profiled.")] = None,
+    phases: Annotated[str | None, typer.Option(
+        "--phases", metavar="host|sync",
+        help="Time the server's speculative phases (a plain server's decode steps) with "
+             "logpipe's phase hook, logged as phase_timings records; sync synchronises the "
+             "device at each phase boundary (exact, slower: the run is profiled).")] = None,
 ) -> None:
     """Run one experiment: capture the environment, start the server (command after `--`),
     wait until it is ready, run the bench, stop it, ingest the run (with --record-only,
@@ -590,7 +595,7 @@ def launch(
         result = run_launch(list(ctx.args), LaunchOptions(
             name=name, out=out, ready_timeout=ready_timeout, bench=bench,
             bench_timeout=bench_timeout, db=Path(db), echo=_echo_to_stderr(quiet),
-            record_only=record_only, profile_steps=profile))
+            record_only=record_only, profile_steps=profile, phases=phases))
     except LogpipeError as exc:
         _fail(exc)
     typer.echo(launch_text(result), nl=False)
@@ -619,6 +624,10 @@ def ab(
     fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
     quiet: Annotated[bool, typer.Option(
         help="Show only logpipe's progress lines, not the servers' output.")] = False,
+    phases: Annotated[str | None, typer.Option(
+        "--phases", metavar="host|sync",
+        help="Time every launch's speculative phases (as launch --phases; plan key "
+             "phases).")] = None,
     fail_fast: Annotated[bool | None, typer.Option(
         "--fail-fast/--keep-going",
         help="Stop the campaign when an arm's first launch fails (default), or run the "
@@ -640,7 +649,14 @@ def ab(
     not the treatment.  Exit codes follow `compare` (0, 1 regression, 2 error, 3
     incomparable, 4 insufficient data).
     """
-    from logpipe.experiment import check_plan, load_plan, plan_from_flags, run_plan, schedule_text
+    from logpipe.experiment import (
+        check_plan,
+        load_plan,
+        phases_key,
+        plan_from_flags,
+        run_plan,
+        schedule_text,
+    )
     from logpipe.report import plan_json, plan_text
 
     if fmt not in ("table", "json"):
@@ -663,6 +679,8 @@ def ab(
                 k.strip() for k in allow_env_diff.split(",") if k.strip()}
         if fail_fast is not None:
             plan.fail_fast = fail_fast
+        if phases is not None:
+            plan.phases = phases_key(phases)
         check_plan(plan)
         if dry_run:
             typer.echo(schedule_text(plan), nl=False)

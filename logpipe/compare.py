@@ -231,8 +231,9 @@ def load_run(store: Store, ref: str, warmup: Warmup = NO_WARMUP) -> RunSamples:
     flagged = lines.filter((pl.col("kind") == "decode") & pl.col("cuda_graph").is_not_null())
     counted = (flagged.filter(pl.col("past_warmup")) if "past_warmup" in flagged.columns
                else flagged)
-    excluded = {str(r): int(n) for r, n in lines.filter(pl.col("state") != "steady")
-                .group_by("reason").len().iter_rows()}
+    excluded = {str(r): int(n) for r, n in sorted(
+        lines.filter(pl.col("state") != "steady").group_by("reason").len().iter_rows(),
+        key=lambda rn: str(rn[0]))}
 
     def col(frame: pl.DataFrame, name: str) -> np.ndarray:
         return frame[name].drop_nulls().to_numpy().astype(float)
@@ -311,10 +312,10 @@ def noise_for(store: Store, fingerprint: str | None, model: str | None) -> dict[
     for run_id, key, workload in store.all(
             "SELECT run_id, config_key, coalesce(workload, '') FROM run_configs "
             "WHERE env_fingerprint = ? AND model IS NOT DISTINCT FROM ? AND env_complete "
-            "AND NOT coalesce(profiled, false)", [fingerprint, model]):
+            "AND NOT coalesce(profiled, false) ORDER BY run_id", [fingerprint, model]):
         groups.setdefault((key, workload), []).append(run_id)
     by_stratum: dict[int, list[list[float]]] = {}
-    for members in groups.values():
+    for _, members in sorted(groups.items()):  # one order on any storage: same sums
         if len(members) < 2:
             continue
         values: dict[int, list[float]] = {}

@@ -275,6 +275,10 @@ class LaunchOptions:
     """Profile this many busy scheduler steps during the bench (``POST /start_profile``
     with ``num_steps``, never open-ended); the trace goes to ``profile/`` in the run
     folder, and only that window of the run is marked profiled."""
+    phases: str | None = None
+    """``host`` or ``sync``: time the server's speculative phases (and a plain server's
+    decode steps) with the engine's phase hook; ``sync`` synchronises the device at
+    every phase boundary (exact, slower: the run is profiled)."""
 
 
 @dataclass
@@ -464,6 +468,23 @@ def _write_manifest(out: Path, command: list[str], env: Mapping[str, str],
     (out / "env.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n")
 
 
+def _phase_env(command: list[str], mode: str, env: Mapping[str, str]) -> dict[str, str]:
+    """The variables that load the engine's phase hook into the server's interpreter."""
+    from logpipe import engines
+
+    if mode not in ("host", "sync"):
+        raise InputError(f"unknown phases mode {mode!r}", hint="use host or sync")
+    engine = engines.engine_of_command(command)
+    hook = engines.phase_hook_dir(engine) if engine is not None else None
+    if hook is None:
+        raise InputError("no phase hook for this server command",
+                         hint="--phases times an engine logpipe knows ("
+                         + ", ".join(e.display for e in engines.engines() if e.phase_hook)
+                         + "): start it with its own launch module")
+    path = env.get("PYTHONPATH")
+    return {"PYTHONPATH": hook + (os.pathsep + path if path else ""), "LOGPIPE_PHASES": mode}
+
+
 def _update_launch(out: Path, **values: Any) -> None:
     path = out / "env.json"
     manifest = json.loads(path.read_text())
@@ -488,6 +509,9 @@ def launch(command: list[str], options: LaunchOptions | None = None) -> LaunchRe
     command = fill(shlex.join(command), out=out, port=port, name=name, host=host)
     env = {**os.environ, **options.env}
     info = {"name": name, **options.launch_info, "status": "starting"}
+    if options.phases:
+        env.update(_phase_env(command, options.phases, env))
+        info["phases"] = options.phases
     _write_manifest(out, command, env, info)
     result = LaunchResult(name, out, "failed")
     with catch_signals():
@@ -600,6 +624,8 @@ class Plan:
     """Stop the campaign when an arm's first launch fails (``--keep-going``: go on)."""
     profile: int | None = None
     """Profile this many busy steps in the first launch of every arm (``launch --profile``)."""
+    phases: str | None = None
+    """Time every launch's phases (``launch --phases``): ``host`` or ``sync``."""
 
     @property
     def arms(self) -> list[Arm]:
@@ -658,9 +684,20 @@ def _arm(name: str, command: Any, env: Mapping[str, Any] | None, where: str) -> 
     return Arm(name, words, {**set_here, **{k: str(v) for k, v in (env or {}).items()}})
 
 
+def phases_key(value: Any) -> str | None:
+    """The plan's ``phases``: true (host timers), "sync", or false/absent."""
+    if value in (None, False):
+        return None
+    if value is True or value == "host":
+        return "host"
+    if value == "sync":
+        return "sync"
+    raise InputError(f"phases = {value!r} in the plan", hint='use true, "sync" or false')
+
+
 PLAN_KEYS = ("name", "rounds", "order", "seed", "ready_timeout", "bench_timeout", "out",
              "allow_env_diff", "bench", "env", "baseline", "candidates", "sweep",
-             "fail_fast", "profile")
+             "fail_fast", "profile", "phases")
 ARM_KEYS = ("name", "command", "env")
 
 
@@ -719,6 +756,7 @@ def load_plan(path: Path, check: bool = True) -> Plan:
             candidates=candidates, bench=str(data["bench"]),
             fail_fast=bool(data.get("fail_fast", True)),
             profile=int(data["profile"]) if data.get("profile") else None,
+            phases=phases_key(data.get("phases")),
             rounds=int(data.get("rounds", 2)), order=str(data.get("order", "abba")),
             seed=int(data.get("seed", 0)),
             ready_timeout=float(data.get("ready_timeout", 600)),
@@ -817,7 +855,7 @@ def run_plan(plan: Plan, db: Path, *, echo: Echo | None = None,
         res = launch(arm.command, LaunchOptions(
             name=name, out=out / name, ready_timeout=plan.ready_timeout, bench=plan.bench,
             bench_timeout=plan.bench_timeout, db=db, env={**plan.env, **arm.env},
-            stop_waits=stop_waits, echo=echo, record_only=record_only,
+            stop_waits=stop_waits, echo=echo, record_only=record_only, phases=plan.phases,
             profile_steps=plan.profile if sum(1 for _, a, _ in launches if a is arm) == 0
             else None,
             launch_info={"plan": plan.name, "arm": arm.name, "round": round_,

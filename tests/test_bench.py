@@ -24,6 +24,7 @@ def test_three_eras_of_jsonl(sample_db: Path) -> None:
         FROM bench_results WHERE format = 'jsonl' AND source_path NOT LIKE '%/real-cpu/%'
           AND source_path NOT LIKE '%/real-gpu/%'
           AND source_path NOT LIKE '%/real-gpu-profiled/%'
+          AND source_path NOT LIKE '%/real-cpu-phases/%'
         ORDER BY 1, 2""")
     assert [(r[0], r[1], r[2], r[6]) for r in rows] == [
         ("baseline-untuned/bench_serving.jsonl", 1, 61.2, 42),  # server_info kept apart

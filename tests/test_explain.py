@@ -28,7 +28,7 @@ def test_the_mission_pair_is_explained_by_its_phases(sample_db: Path) -> None:
     assert ex.observed_speedup == pytest.approx(75.9 / 62.9 - 1, abs=1e-3)  # +20.7%
     assert ex.implied_speedup == pytest.approx(ex.observed_speedup, abs=0.01)
     assert ex.break_even_accept_len == pytest.approx(1.74, abs=0.01)
-    assert "200 cycles in phase_timings" in ex.sources["cycle_ms"]
+    assert "200 cycles with 1 in the batch in phase_timings" in ex.sources["cycle_ms"]
     assert "baseline-untuned" in ex.sources["base_step_ms"]
 
 

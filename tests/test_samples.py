@@ -21,8 +21,8 @@ def test_samples_match_the_generator(tmp_path: Path) -> None:
     recorded = {"README.md"}
     committed = {p.relative_to(SAMPLES) for p in SAMPLES.rglob("*") if p.is_file()
                  and p.name not in recorded and not p.name.endswith(".trace.json.gz")
-                 and p.relative_to(SAMPLES).parts[0] not in ("real-cpu", "real-gpu",
-                                                           "real-gpu-profiled")}
+                 and p.relative_to(SAMPLES).parts[0] not in (
+                     "real-cpu", "real-cpu-phases", "real-gpu", "real-gpu-profiled")}
     assert committed == {p.relative_to(tmp_path) for p in written}
 
 

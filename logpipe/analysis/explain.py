@@ -117,7 +117,10 @@ def explain(store: Store, c: Comparison) -> Explanation:
                                       f"{spec_tps:.2f} / {base_tps:.2f} tok/s")
     if ex.accept_len is not None:
         ex.sources["accept_len"] = f"median accept len of {spec_name}'s steady decode lines"
-    _cycle_from_dumps(store, spec_ids, ex) or _cycle_from_traces(store, spec_ids, base_ids, ex)
+    if _cycle_from_dumps(store, spec_ids, ex):
+        _step_from_dumps(store, base_ids, ex, spec_tps)
+    else:
+        _cycle_from_traces(store, spec_ids, base_ids, ex)
     if ex.cycle_ms and ex.accept_len:
         ex.implied_speedup = ex.accept_len * ex.base_step_ms / ex.cycle_ms - 1
         ex.break_even_accept_len = ex.cycle_ms / ex.base_step_ms
@@ -136,24 +139,69 @@ def _run_ids(store: Store, names: list[str]) -> list[str]:
 
 
 def _cycle_from_dumps(store: Store, run_ids: list[str], ex: Explanation) -> bool:
-    rows = store.all(
+    """The mean cycle and its phases from the runs' phase dumps: the cycles at the
+    compared batch size when the dump has them (a cycle's cost grows with the batch)."""
+    where = "list_contains(?::VARCHAR[], run_id)"
+    params: list[Any] = [run_ids]
+    at = ""
+    if ex.stratum is not None and store.one(
+            f"SELECT 1 FROM phase_timings WHERE {where} AND batch_size = ? LIMIT 1",
+            [run_ids, ex.stratum]):
+        where += " AND batch_size = ?"
+        params.append(ex.stratum)
+        at = f" with {ex.stratum} in the batch"
+    n, cycle, sync = store.one(
         "WITH c AS (SELECT source_path, line_no, any_value(synchronized) AS sync, "
-        "sum(ms) AS cycle FROM phase_timings WHERE list_contains(?::VARCHAR[], run_id) "
-        "GROUP BY ALL) SELECT count(*), avg(cycle), bool_or(sync) FROM c", [run_ids])
-    n, cycle, sync = rows[0] if rows else (0, None, None)
+        f"sum(ms) AS cycle FROM phase_timings WHERE {where} GROUP BY ALL) "
+        "SELECT count(*), avg(cycle), bool_or(sync) FROM c", params) or (0, None, None)
     if not n:
         return False
     ex.method, ex.cycle_ms, ex.synchronized = "phase dump", float(cycle), bool(sync)
     for phase, ms in store.all(
-            "SELECT phase, sum(ms) / ? FROM phase_timings "
-            "WHERE list_contains(?::VARCHAR[], run_id) GROUP BY 1 ORDER BY 2 DESC",
-            [n, run_ids]):
+            f"SELECT phase, sum(ms) / ? FROM phase_timings WHERE {where} "
+            "GROUP BY 1 ORDER BY 2 DESC", [n, *params]):
         ex.phases.append(PhaseCost(str(phase), float(ms), float(ms) / ex.cycle_ms))
-    ex.sources["cycle_ms"] = f"mean of {n} cycles in phase_timings of {ex.spec_run}"
+    ex.sources["cycle_ms"] = f"mean of {n} cycles{at} in phase_timings of {ex.spec_run}"
     if ex.synchronized:
         ex.notes.append("the phase dump was taken with device synchronisation: the "
                         "shares are exact but the cycle is slower than the server's")
     return True
+
+
+def _step_from_dumps(store: Store, base_ids: list[str], ex: Explanation,
+                     spec_tps: float) -> None:
+    """Where the baseline's launches logged their decode steps through the same hook
+    (``kind`` step), the hook's forward time splits the baseline's step (by its log's
+    throughput) into the forward and the scheduler's time around it.  That scheduler
+    time, measured on the baseline, is added to the speculative cycle as a phase of its
+    own: the cycle the phases predict then leaves nothing of the speculative run's
+    throughput in the prediction."""
+    if ex.stratum is None or ex.base_step_ms is None or not ex.cycle_ms:
+        return
+    n, step = store.one(
+        "SELECT count(*), avg(cycle_ms) FROM phase_timings "
+        "WHERE list_contains(?::VARCHAR[], run_id) AND phase = 'decode' "
+        "AND extra->>'kind' = 'step' AND batch_size = ?", [base_ids, ex.stratum]) or (0, None)
+    if not n or not step or step >= ex.base_step_ms:
+        return
+    sched = ex.base_step_ms - float(step)
+    forward = ex.cycle_ms
+    ex.cycle_ms = forward + sched
+    ex.phases.append(PhaseCost("scheduler", sched, 0.0))
+    for p in ex.phases:
+        p.share = p.ms_per_cycle / ex.cycle_ms
+    ex.sources["scheduler_ms"] = (
+        f"{ex.baseline_run}'s step by its log ({ex.base_step_ms:.2f} ms) less its forward "
+        f"(mean of {n} decode steps with {ex.stratum} in the batch in phase_timings: "
+        f"{float(step):.2f} ms)")
+    ex.sources["cycle_ms"] += f", plus the scheduler time per iteration ({sched:.2f} ms)"
+    if ex.accept_len:
+        log_cycle = 1000.0 * ex.stratum * ex.accept_len / spec_tps
+        ex.notes.append(
+            f"the hook times the forward calls ({float(step):.2f} ms per baseline step, "
+            f"{forward:.2f} ms per speculative cycle); the scheduler's {sched:.2f} ms per "
+            f"iteration is the baseline's, assumed the same for the speculative run (its "
+            f"own log implies {log_cycle - forward:.2f} ms)")
 
 
 def _cycle_from_traces(store: Store, spec_ids: list[str], base_ids: list[str],
@@ -192,14 +240,14 @@ def _agreement(ex: Explanation) -> str:
         return "not computed: " + ("no cycle" if ex.cycle_ms is None else "no accept length")
     gap = math.log((1 + ex.implied_speedup) / (1 + ex.observed_speedup))
     if ex.noise_sd is not None:
-        # two launches' medians: their ratio varies by √2 launch SDs
+        # two launches' medians: their log ratio varies by √2 launch SDs (95%: 1.96 of them)
         bound = 1.96 * math.sqrt(2) * ex.noise_sd
         if abs(gap) <= bound:
-            return (f"the phases explain the observed speedup (gap {math.expm1(gap):+.1%}, "
-                    f"within the launch noise ±{math.expm1(bound):.1%})")
-        return (f"unexplained: the phases imply {ex.implied_speedup:+.1%}, "
-                f"{math.expm1(gap):+.1%} from the observed {ex.observed_speedup:+.1%}, "
-                f"beyond the launch noise ±{math.expm1(bound):.1%}")
+            return (f"the phases explain the observed speedup (log gap {gap:+.1%}, within "
+                    f"the launch noise ±{bound:.1%})")
+        return (f"unexplained: the phases imply {ex.implied_speedup:+.1%}, a log gap of "
+                f"{gap:+.1%} from the observed {ex.observed_speedup:+.1%}, beyond the launch "
+                f"noise ±{bound:.1%}")
     return (f"gap {math.expm1(gap):+.1%} between implied and observed (launch noise "
             "unknown: repeat launches, or `logpipe ab`, to judge it)")
 

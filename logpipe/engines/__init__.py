@@ -42,6 +42,11 @@ class Engine:
     """Python distributions whose versions identify the engine's install."""
     env_prefixes: tuple[str, ...] = ()
     """Prefixes of the environment variables the engine reads (``SGLANG_``)."""
+    phase_hook: str | None = None
+    """``module:folder`` of a ``sitecustomize`` folder that times the server's
+    speculative phases when put first on its ``PYTHONPATH`` (``launch --phases``)."""
+    launch_words: tuple[str, ...] = ()
+    """Words of a server command that say it starts this engine (``sglang.launch_server``)."""
     name_words: frozenset[str] = field(default_factory=frozenset)
     """Words of file and folder names that say "a log of this engine", not which
     experiment (``sglang`` in ``sglang-server.log``)."""
@@ -73,6 +78,22 @@ def engine_for_kind(kind: str) -> Engine | None:
         if any(k.name == kind for k in engine.log_kinds):
             return engine
     return None
+
+
+def engine_of_command(command: list[str]) -> Engine | None:
+    """The engine a server command starts, by its launch words."""
+    text = " ".join(command)
+    return next((e for e in engines() if any(w in text for w in e.launch_words)), None)
+
+
+def phase_hook_dir(engine: Engine) -> str | None:
+    """The folder of the engine's phase hook, or None."""
+    if engine.phase_hook is None:
+        return None
+    import os
+
+    module, _, folder = engine.phase_hook.partition(":")
+    return os.path.join(os.path.dirname(load(module).__file__), folder)
 
 
 def engine_named(name: str) -> Engine | None:

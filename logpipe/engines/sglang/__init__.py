@@ -17,5 +17,7 @@ ENGINE = Engine(
     ingest_log="logpipe.engines.sglang.ingest:ingest_log",
     packages=("sglang", "sglang-kernel", "sgl-kernel"),
     env_prefixes=("SGLANG_", "SGL_"),
+    phase_hook="logpipe.engines.sglang:phase_hook",
+    launch_words=("sglang.launch_server", "sglang serve", "sglang.srt"),
     name_words=frozenset({"sglang"}),
 )

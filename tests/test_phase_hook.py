@@ -1,0 +1,130 @@
+"""The phase hook `launch --phases` puts on a server's PYTHONPATH, run in a fresh
+interpreter against a stand-in `sglang` package (the module and method names of the
+releases it knows), and through `launch` against the stand-in server (which is not
+SGLang: the hook then stays out of the way)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from logpipe import engines
+from logpipe.sources.phases import parse
+
+HOOK = Path(engines.phase_hook_dir(engines.engine_named("sglang")))  # type: ignore[arg-type]
+
+FAKE_TP = '''
+import time
+class Mode:
+    def __init__(self, m): self.m = m
+    def is_decode(self): return self.m == "decode"
+    def is_target_verify(self): return self.m == "verify"
+class Batch:
+    def __init__(self, m, n): self.forward_mode, self.reqs = Mode(m), [0] * n
+class TpModelWorker:
+    def forward_batch_generation(self, batch, forward_batch=None, is_verify=False):
+        time.sleep(0.004)
+        return None
+'''
+FAKE_NGRAM = '''
+import time
+from sglang.srt.managers.tp_worker import Batch, TpModelWorker
+class Lens(list):
+    device = type("D", (), {"type": "cpu"})()
+    def sum(self): return __import__("builtins").sum(self)
+class Result:
+    def __init__(self, n): self.accept_lens = Lens([2] * n)
+class NGRAMWorker:
+    target_worker = TpModelWorker()
+    def _prepare_for_speculative_decoding(self, batch):
+        time.sleep(0.002)
+    def forward_batch_generation(self, batch):
+        self._prepare_for_speculative_decoding(batch)
+        if batch.forward_mode.is_target_verify():
+            self.target_worker.forward_batch_generation(batch, is_verify=True)
+        time.sleep(0.001)
+        return Result(len(batch.reqs))
+'''
+DRIVER = '''
+import logging, sys
+logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="[%(asctime)s TP0] %(message)s")
+import sitecustomize_chained_marker  # the next sitecustomize ran
+from sglang.srt.speculative.ngram_worker import NGRAMWorker
+from sglang.srt.managers.tp_worker import Batch, TpModelWorker
+w = NGRAMWorker()
+for _ in range(3):
+    w.forward_batch_generation(Batch("verify", 4))
+w.forward_batch_generation(Batch("extend", 4))   # a prefill: no cycle record
+TpModelWorker().forward_batch_generation(Batch("decode", 3))  # a plain decode step
+'''
+
+
+def fake_site(root: Path, version: str) -> Path:
+    site = root / "site"
+    for pkg in ("sglang", "sglang/srt", "sglang/srt/managers", "sglang/srt/speculative"):
+        (site / pkg).mkdir(parents=True, exist_ok=True)
+        (site / pkg / "__init__.py").write_text("")
+    (site / "sglang/srt/managers/tp_worker.py").write_text(FAKE_TP)
+    (site / "sglang/srt/speculative/ngram_worker.py").write_text(FAKE_NGRAM)
+    dist = site / f"sglang-{version}.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: sglang\nVersion: {version}\n")
+    other = root / "other"
+    other.mkdir()
+    (other / "sitecustomize.py").write_text(
+        "import sys, types\nsys.modules['sitecustomize_chained_marker'] = "
+        "types.ModuleType('m')\n")
+    return site
+
+
+def run_driver(tmp_path: Path, version: str, mode: str) -> str:
+    site = fake_site(tmp_path, version)
+    env = {**os.environ, "LOGPIPE_PHASES": mode,
+           "PYTHONPATH": os.pathsep.join([str(HOOK), str(site), str(tmp_path / "other")])}
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(DRIVER)], env=env,
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout + proc.stderr
+
+
+def test_the_hook_times_ngram_cycles_and_plain_decode_steps(tmp_path: Path) -> None:
+    out = run_driver(tmp_path, "0.5.23", "host")
+    rows, rejects = parse("\n".join(line.split("phase_timings: ", 1)[1]
+                                    for line in out.splitlines() if "phase_timings: " in line))
+    assert not rejects
+    records = [json.loads(line.split("phase_timings: ", 1)[1])
+               for line in out.splitlines() if "phase_timings: " in line]
+    kinds = [r["kind"] for r in records]
+    assert kinds == ["cycle", "cycle", "cycle", "step"]  # the prefill made none
+    cycle = records[0]
+    assert set(cycle["phases_ms"]) == {"draft", "verify", "other"}
+    assert cycle["phases_ms"]["verify"] == pytest.approx(4, abs=3)
+    assert cycle["phases_ms"]["draft"] == pytest.approx(2, abs=2)
+    assert cycle["batch_size"] == 4 and cycle["accepted_tokens"] == 8
+    assert cycle["synchronized"] is False and 0 <= cycle["hook_ms"] < 1
+    step = records[-1]
+    assert step["phases_ms"].keys() == {"decode"} and step["batch_size"] == 3
+    assert "[" in out.splitlines()[0]  # through the server's logger, with its prefix
+
+
+def test_an_unknown_release_is_said_and_left_alone(tmp_path: Path) -> None:
+    out = run_driver(tmp_path, "0.4.7", "host")
+    assert "phase_timings: " not in out
+    assert "SGLang 0.4.7 is not a release whose phase methods are known" in out
+
+
+def test_launch_phases_refuses_a_server_it_cannot_hook(tmp_path: Path) -> None:
+    from logpipe.errors import InputError
+    from logpipe.experiment import _phase_env
+
+    with pytest.raises(InputError, match="no phase hook"):
+        _phase_env(["python", "my_server.py"], "host", {})
+    env = _phase_env(["python", "-m", "sglang.launch_server", "--port", "1"], "sync",
+                     {"PYTHONPATH": "/x"})
+    assert env == {"PYTHONPATH": f"{HOOK}{os.pathsep}/x", "LOGPIPE_PHASES": "sync"}
