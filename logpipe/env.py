@@ -38,8 +38,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from logpipe.engines.sglang.server_args import is_secret_key
 from logpipe.errors import InputError
+from logpipe.redaction import is_secret_key
 from logpipe.releases import in_range
 from logpipe.resources import schemas_dir
 
@@ -251,8 +251,8 @@ def capture(command: list[str] | None = None, environ: Mapping[str, str] | None 
     """The manifest of this host, now (see ``schemas/manifest.schema.json``).  With the
     launch ``command``, the packages are those of the interpreter that will run it."""
     environ = os.environ if environ is None else environ
-    variables = {k: v for k, v in sorted(environ.items())
-                 if k.startswith(capture_prefixes())}
+    prefixes = capture_prefixes()
+    variables = {k: v for k, v in sorted(environ.items()) if k.startswith(prefixes)}
     interpreter = interpreter_of(command) if command else None
     packages = packages_of(interpreter) if interpreter else None
     manifest: dict[str, Any] = {

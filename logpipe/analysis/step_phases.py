@@ -57,7 +57,10 @@ class Phase:
 
 
 def load_steps(store: Store, run_id: str) -> list[Step]:
-    """The marked steps of every trace linked to ``run_id``, in trace order."""
+    """The marked steps of every trace linked to ``run_id``, in trace order.  (The view
+    steps every trace; a run without one, the most of them, is not asked it.)"""
+    if store.one("SELECT 1 FROM traces WHERE run_id = ? LIMIT 1", [run_id]) is None:
+        return []
     rows = store.con.execute(
         "SELECT source_path, step_kind, batch_size, cpu_ms, gpu_span_ms, kernel_ms, "
         "kernel_ms_by_class FROM trace_steps WHERE run_id = ? AND step_kind <> '' "

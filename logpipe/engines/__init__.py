@@ -15,6 +15,7 @@ object is an :class:`Engine` (``[project.entry-points."logpipe.engines"] toy =
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -90,8 +91,6 @@ def phase_hook_dir(engine: Engine) -> str | None:
     """The folder of the engine's phase hook, or None."""
     if engine.phase_hook is None:
         return None
-    import os
-
     module, _, folder = engine.phase_hook.partition(":")
     return os.path.join(os.path.dirname(load(module).__file__), folder)
 

@@ -12,6 +12,8 @@ import ast
 import re
 from typing import Any
 
+from logpipe.redaction import is_secret_key
+
 SERVER_ARGS_RE = re.compile(r"server_args\s*=\s*(?P<body>(?:ServerArgs\(|\{).*)$")
 
 
@@ -51,25 +53,6 @@ def parse_server_args(text: str) -> dict[str, Any] | None:
                 out[k.value] = _literal(v, body)
         return out
     return None
-
-
-_SECRET_WORDS = re.compile(
-    r"(secret|password|passwd|credential|api_?key|private_?key|access_?key|(^|_)key($|_)|auth)",
-    re.IGNORECASE,
-)
-# "token" names a secret (HF_TOKEN) unless the key counts tokens (max_total_tokens, ...).
-_TOKEN_COUNT = re.compile(
-    r"(tokens|tokenizer|num_|max_|min_|total|chunked|prefill|decode|reserved|budget|limit"
-    r"|count|len|usage|ratio|token_?map|token_?ids|per_token)",
-    re.IGNORECASE,
-)
-
-
-def is_secret_key(key: str) -> bool:
-    """True for keys whose values look like credentials (``HF_TOKEN``, ``api_key``...)."""
-    if _SECRET_WORDS.search(key):
-        return True
-    return "token" in key.lower() and not _TOKEN_COUNT.search(key)
 
 
 def redact(args: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,24 @@
+"""Which keys hold secrets: one rule for server arguments, environment variables and
+manifests alike, whatever the engine."""
+
+from __future__ import annotations
+
+import re
+
+_SECRET_WORDS = re.compile(
+    r"(secret|password|passwd|credential|api_?key|private_?key|access_?key|(^|_)key($|_)|auth)",
+    re.IGNORECASE,
+)
+# "token" names a secret (HF_TOKEN) unless the key counts tokens (max_total_tokens, ...).
+_TOKEN_COUNT = re.compile(
+    r"(tokens|tokenizer|num_|max_|min_|total|chunked|prefill|decode|reserved|budget|limit"
+    r"|count|len|usage|ratio|token_?map|token_?ids|per_token)",
+    re.IGNORECASE,
+)
+
+
+def is_secret_key(key: str) -> bool:
+    """True for keys whose values look like credentials (``HF_TOKEN``, ``api_key``...)."""
+    if _SECRET_WORDS.search(key):
+        return True
+    return "token" in key.lower() and not _TOKEN_COUNT.search(key)
