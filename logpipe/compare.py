@@ -26,6 +26,7 @@ import polars as pl
 
 from logpipe.analysis.step_phases import Phase, Step, load_steps, phases
 from logpipe.db import open_db
+from logpipe.engines import engine_named, engine_specific
 from logpipe.engines.sglang import era as eras
 from logpipe.env import EnvDiff, RunEnv, diff
 from logpipe.errors import InputError
@@ -42,7 +43,7 @@ from logpipe.pairing import KeyJudgement, Load, Side, judge, load_of
 from logpipe.query import resolve_run
 from logpipe.releases import in_range, release
 from logpipe.stats import Test, compare_proportions, compare_samples, needed_per_run
-from logpipe.steady import Warmup, steady_lines
+from logpipe.steady import DECODE_KINDS, Warmup, steady_lines
 from logpipe.store import Store
 
 EXIT_OK, EXIT_REGRESSION, EXIT_ERROR, EXIT_INCOMPARABLE, EXIT_INSUFFICIENT = 0, 1, 2, 3, 4
@@ -111,11 +112,21 @@ class RunSamples:
     """The ``ab`` campaign, arm and round the launch belongs to (its manifest)."""
     steps: tuple[Step, ...] = ()
     """The scheduler steps marked in the launch's profiler traces (``trace_steps``)."""
+    engine: str | None = None
+    """``runs.engine``: whose log the samples come from."""
+    layout: tuple[int | None, ...] = ()
+    """``(tp, dp, pp, ep)`` sizes of the launch."""
+    bench: dict[str, float] = field(default_factory=dict)
+    """The launch's client-side benchmark (its linked ``bench_results``: output tok/s,
+    median TTFT and TPOT), the one measure every engine shares."""
 
     def side(self) -> Side:
         return Side(self.name, self.role, self.env, self.load, self.graphs_off)
 
     def accept_rate_definition(self) -> str:
+        engine = engine_named(self.engine) if self.engine else None
+        if engine is not None and engine.accept_rate is not None:
+            return engine.accept_rate
         return accept_rate_definition(self.engine_version, self.era_mask)
 
 
@@ -207,9 +218,11 @@ def load_run(store: Store, ref: str, warmup: Warmup = NO_WARMUP) -> RunSamples:
     run_id = resolve_run(store, ref)
     row = store.one(
         "SELECT name, role, spec_algorithm, profiled, env, env_complete, format_era, "
-        "era_mask, engine_version FROM runs WHERE run_id = ?", [run_id])
+        "era_mask, engine_version, engine, tp_size, dp_size, pp_size, ep_size FROM runs "
+        "WHERE run_id = ?", [run_id])
     assert row is not None
-    name, role, algo, profiled, env_json, complete, era_label, mask, version = row
+    name, role, algo, profiled, env_json, complete, era_label, mask, version, engine = row[:10]
+    layout = tuple(row[10:])
     facts = store.one(
         "SELECT c.env_fingerprint, c.model, c.config_key, c.workload, "
         "max(CASE WHEN e.key = 'launch.plan' THEN e.value END), "
@@ -221,14 +234,15 @@ def load_run(store: Store, ref: str, warmup: Warmup = NO_WARMUP) -> RunSamples:
     fp, model, config_key, workload, plan, arm, round_ = facts
     lines = steady_lines(store, run_id, warmup)
     steady = lines.filter(pl.col("state") == "steady")
-    dec = steady.filter(pl.col("kind") == "decode")
+    dec = steady.filter(pl.col("kind").is_in(DECODE_KINDS))
     decode: dict[int, np.ndarray] = {}
     for (stratum,), group in dec.filter(pl.col("gen_throughput").is_not_null()).group_by(
             "running_req"):
         if stratum is not None:
             decode[int(stratum)] = group["gen_throughput"].to_numpy()
     pre = steady.filter((pl.col("kind") == "prefill") & pl.col("input_throughput").is_not_null())
-    flagged = lines.filter((pl.col("kind") == "decode") & pl.col("cuda_graph").is_not_null())
+    flagged = lines.filter(pl.col("kind").is_in(DECODE_KINDS)
+                           & pl.col("cuda_graph").is_not_null())
     counted = (flagged.filter(pl.col("past_warmup")) if "past_warmup" in flagged.columns
                else flagged)
     excluded = {str(r): int(n) for r, n in sorted(
@@ -250,8 +264,23 @@ def load_run(store: Store, ref: str, warmup: Warmup = NO_WARMUP) -> RunSamples:
         load=load_of(store, run_id), fingerprint=fp, model=model, config_key=config_key,
         workload=workload, plan=plan, arm=arm,
         round=int(round_) if round_ is not None and str(round_).isdigit() else None,
-        steps=tuple(load_steps(store, run_id)),
+        steps=tuple(load_steps(store, run_id)), engine=engine, layout=layout,
+        bench=_bench_of(store, run_id),
     )
+
+
+BENCH_METRICS = (("output_throughput", "output throughput", "tok/s", True),
+                 ("median_ttft_ms", "median TTFT", "ms", False),
+                 ("median_tpot_ms", "median TPOT", "ms", False))
+"""Client-side measures of a launch's benchmark: ``(column, name, unit, higher is better)``."""
+
+
+def _bench_of(store: Store, run_id: str) -> dict[str, float]:
+    """The launch's benchmark figures (the median over its records, where several)."""
+    cols = ", ".join(f"median({c})" for c, _, _, _ in BENCH_METRICS)
+    row = store.one(f"SELECT {cols} FROM bench_results WHERE run_id = ?", [run_id])
+    return {c: float(v) for (c, _, _, _), v in zip(BENCH_METRICS, row or (), strict=False)
+            if v is not None}
 
 
 def pool(name: str, runs: Sequence[RunSamples]) -> RunSamples:
@@ -291,7 +320,8 @@ def pool(name: str, runs: Sequence[RunSamples]) -> RunSamples:
                   peak("kv_tokens"), peak("token_usage"), any(x.retracted for x in loads)),
         fingerprint=first.fingerprint, model=first.model, config_key=first.config_key,
         workload=first.workload, plan=first.plan, arm=first.arm,
-        steps=tuple(s for r in runs for s in r.steps))
+        steps=tuple(s for r in runs for s in r.steps), engine=first.engine,
+        layout=first.layout, bench=first.bench)
 
 
 def arm_refs(refs: Sequence[str]) -> list[list[str]]:
@@ -525,18 +555,12 @@ def compare_arms(ref: Sequence[RunSamples], cand: Sequence[RunSamples],
                    excluded={a.name: a.excluded, b.name: b.excluded},
                    arms={a.name: [r.name for r in ref], b.name: [r.name for r in cand]},
                    noise=dict(noise or {}))
+    if ref[0].engine and cand[0].engine and ref[0].engine != cand[0].engine:
+        return _compare_engines(ref, cand, c, options, paired_by)
     if not _environment(ref[0], cand[0], c, options):
         return c
-    for arm in (ref, cand):
-        for other in arm[1:]:
-            keys = _config_differences(arm[0], other)
-            if keys:
-                c.env_status, c.verdict, c.exit_code = ("incomparable", "incomparable",
-                                                        EXIT_INCOMPARABLE)
-                c.notes.append(f"the launches of one arm must be repeats of one "
-                               f"configuration: {other.name} differs from {arm[0].name} in "
-                               + ", ".join(keys[:8]) + (" ..." if len(keys) > 8 else ""))
-                return c
+    if _arms_not_repeats(ref, cand, c):
+        return c
     # an A/A pair needs both environments known: a log alone cannot show that two
     # launches shared their variables and packages
     c.same_configuration = (ref[0].env.complete and cand[0].env.complete
@@ -547,6 +571,122 @@ def compare_arms(ref: Sequence[RunSamples], cand: Sequence[RunSamples],
     if a.steps or b.steps:
         c.phases = {a.name: phases(a.steps), b.name: phases(b.steps)}
     _verdict(c, options)
+    return c
+
+
+# ---------------------------------------------------------------------- across engines
+
+def _engine_environment(a: RunSamples, b: RunSamples, c: Comparison,
+                        options: Options) -> bool:
+    """Two engines: their arguments, packages and variables are the treatment; the machine,
+    the model, the layout, the other variables and the workload must match."""
+    full = diff(a.name, a.env, b.name, b.env)
+
+    def engines_own(i: Any) -> bool:
+        # a variable an engine sets itself at launch is its own too
+        return engine_specific(i.key) or any(
+            (src or "").endswith(" launch") for src in (i.a_source, i.b_source))
+
+    own = [i for i in full.items if engines_own(i)]
+    d = dataclasses.replace(full, items=[i for i in full.items if not engines_own(i)])
+    c.env_diff = d
+    unknown = [r.name for r in (a, b) if not r.env.complete]
+    neutral = list(d.identity_keys())
+    if a.model != b.model:
+        neutral.append("model")
+    if a.layout != b.layout:
+        neutral.append("layout")
+    if (a.workload or None) != (b.workload or None):
+        neutral.append("workload")
+    blocking = sorted(set(neutral) - options.allow_env_diff)
+    if unknown and not options.allow_unknown_env:
+        c.env_status, c.verdict, c.exit_code = "unknown", "incomparable", EXIT_INCOMPARABLE
+        c.notes.append("environment unknown for " + ", ".join(unknown) + " (no captured "
+                       "manifest): two engines are compared only on one machine with one "
+                       "environment. Run them with `logpipe ab` (or pass --allow-unknown-env)")
+        return False
+    if blocking:
+        c.env_status, c.verdict, c.exit_code = ("incomparable", "incomparable",
+                                                EXIT_INCOMPARABLE)
+        shown = {"model": f"model ({a.model} vs {b.model})",
+                 "layout": f"layout (tp, dp, pp, ep {a.layout} vs {b.layout})",
+                 "workload": f"workload ({a.workload} vs {b.workload})"}
+        c.notes.append("the engines are the treatment, but " + ", ".join(
+            shown.get(k, k) for k in blocking) + " differ too: an engine comparison needs "
+            "one machine, one model and layout, the same variables besides the engines' own "
+            "and one benchmark")
+        return False
+    c.env_status = "comparable"
+    engine_keys = sorted({i.key for i in own if i.tier != "annotation"})
+    c.notes.append(f"the treatment is the engine ({a.engine} {a.engine_version or '?'} vs "
+                   f"{b.engine} {b.engine_version or '?'}), with its arguments, packages and "
+                   f"variables ({len(engine_keys)} keys differ: `logpipe diff` lists them); "
+                   "judged on the client-side benchmark, the one measure both engines share")
+    return True
+
+
+def _arms_not_repeats(ref: list[RunSamples], cand: list[RunSamples], c: Comparison) -> bool:
+    """Mark ``c`` incomparable when the launches of one arm are not repeats of one
+    configuration (the launch is the unit: an arm's launches measure one thing)."""
+    for arm in (ref, cand):
+        for other in arm[1:]:
+            keys = _config_differences(arm[0], other)
+            if keys:
+                c.env_status, c.verdict, c.exit_code = ("incomparable", "incomparable",
+                                                        EXIT_INCOMPARABLE)
+                c.notes.append(f"the launches of one arm must be repeats of one "
+                               f"configuration: {other.name} differs from {arm[0].name} in "
+                               + ", ".join(keys[:8]) + (" ..." if len(keys) > 8 else ""))
+                return True
+    return False
+
+
+def _compare_engines(ref: list[RunSamples], cand: list[RunSamples], c: Comparison,
+                     options: Options, paired_by: str) -> Comparison:
+    """Candidate engine against reference engine, launch by launch, on the benchmark
+    (output throughput, TTFT, TPOT); the servers' own samples are detail only (a vLLM stats
+    window and an SGLang batch line are not the same measurement)."""
+    if not _engine_environment(ref[0], cand[0], c, options):
+        return c
+    if _arms_not_repeats(ref, cand, c):
+        return c
+    kw = {"alpha": options.alpha, "threshold": options.threshold}
+    names_a, names_b = [r.name for r in ref], [r.name for r in cand]
+    for col, name, unit, higher in BENCH_METRICS:
+        va = [r.bench.get(col) for r in ref]
+        vb = [r.bench.get(col) for r in cand]
+        xa = np.array([v for v in va if v is not None], dtype=float)
+        xb = np.array([v for v in vb if v is not None], dtype=float)
+        if not len(xa) or not len(xb):
+            c.notes.append(f"{name}: not in the benchmark of every launch, not compared")
+            continue
+        m = Metric(name, unit, higher, compare_samples(xa, xb, higher_is_better=higher, **kw))
+        m.launch = judge_launches(names_a, va, names_b, vb, higher_is_better=higher,
+                                  paired=bool(paired_by), noise=None, within=m.test, **kw)
+        c.metrics.append(m)
+    a, b = pool(c.reference, ref), pool(c.candidate, cand)
+    for s in sorted(set(a.decode) & set(b.decode)):
+        c.metrics.append(Metric("server decode throughput", "tok/s", True, compare_samples(
+            a.decode[s], b.decode[s], higher_is_better=True, **kw), stratum=s, gates=False))
+    c.notes.append("server decode throughput is each engine's own sample (an SGLang batch "
+                   "line, a vLLM stats window): shown as detail, it does not decide")
+    c.replication = (f"{len(ref)} rounds, paired {paired_by}: verdict on the per-round ratios "
+                     "of launch benchmarks (Student t)" if paired_by else
+                     f"{len(ref)} and {len(cand)} launches, unpaired")
+    gating = [m for m in c.metrics if m.gates]
+    if not gating or all(m.verdict == "insufficient data" for m in gating):
+        c.verdict, c.exit_code = "insufficient data", EXIT_INSUFFICIENT
+        c.notes.append("no benchmark linked to the launches of both engines (or too few "
+                       "launches): run the same benchmark against each")
+    elif any(m.verdict == "regression" for m in gating):
+        c.verdict, c.exit_code = "regression", EXIT_REGRESSION
+    else:
+        c.verdict = ("improvement" if any(m.verdict == "improvement" for m in gating)
+                     else "no significant change")
+        c.exit_code = EXIT_OK
+    for m in gating:
+        if m.launch is not None and m.launch.disagreeing:
+            c.notes.append(f"{m.name}: {m.launch.disagreeing}")
     return c
 
 

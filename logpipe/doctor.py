@@ -16,6 +16,7 @@ from pathlib import Path
 
 import polars as pl
 
+from logpipe.engines import engine_for_kind
 from logpipe.engines.sglang.parser import NAME as SGLANG
 from logpipe.engines.sglang.parser import (
     RECORD_LIKE_RE,
@@ -26,7 +27,7 @@ from logpipe.engines.sglang.parser import (
 from logpipe.engines.sglang.parser import sniff as sglang_sniff
 from logpipe.errors import InputError
 from logpipe.readers import line_blocks, open_binary, read_head, take_damage
-from logpipe.sources import HEAD_BYTES, detect, looks_like_vllm
+from logpipe.sources import HEAD_BYTES, detect, load
 
 SHOWN = 20
 """Lines listed per section (the counts are always complete)."""
@@ -52,8 +53,8 @@ class Diagnosis:
     unread: list[tuple[int, str]] = field(default_factory=list)
     unread_total: int = 0
     rejects_total: int = 0
-    vllm: bool = False
-    """Not a recognised format, but vLLM's output (said, until vLLM is supported)."""
+    display: str | None = None
+    """The engine whose server log it is (``SGLang``, ``vLLM``)."""
     damaged: str | None = None
     """What is wrong with a compressed file that ends in damage (the lines before it are
     what ingest reads)."""
@@ -80,8 +81,12 @@ def _diagnose(path: Path) -> Diagnosis:
     if kind != SGLANG and sglang_sniff(head):
         kind = SGLANG
     d = Diagnosis(str(path), kind)
-    if kind is None:
-        d.vllm = looks_like_vllm(head)
+    engine = engine_for_kind(kind) if kind else None
+    d.display = engine.display if engine is not None else None
+    if engine is not None and engine.diagnose is not None:
+        for name, value in load(engine.diagnose)(path).items():
+            setattr(d, name, value)
+        return d
     if kind != SGLANG:
         return d
     state, line_no = LogState(), 1

@@ -51,8 +51,11 @@ where the load reached them: :mod:`logpipe.pairing` judges them against what eac
 Like treatment and annotation keys, they are not part of the fingerprint."""
 # What a captured manifest states and a server log alone never does: for a run without a
 # manifest these identity facts are unknown (environment variables as one group).
+ENGINE_PACKAGE = "pkg.<engine>"
+"""Stands for the engine's own package among the facts a manifest states: known when any
+engine's package version is (``pkg.sglang``, ``pkg.vllm``, ...)."""
 MANIFEST_IDENTITY_KEYS = ("gpu.model", "gpu.count", "gpu.driver", "cuda.version",
-                          "pkg.sglang", "pkg.torch")
+                          ENGINE_PACKAGE, "pkg.torch")
 ENV_VARIABLES = "environment variables"
 CAPTURE_PREFIXES = (
     "NCCL_", "CUDA_", "TORCH_", "PYTORCH_", "NVIDIA_", "OMP_", "TRITON_",
@@ -62,7 +65,7 @@ CAPTURE_PREFIXES = (
 """Environment variables captured whatever the engine (each engine adds its own)."""
 PACKAGES = (
     "flashinfer-python", "flashinfer", "flashinfer-cubin", "flashinfer-jit-cache", "torch",
-    "triton", "nvidia-nccl-cu12", "nvidia-nccl-cu13", "deep-ep", "deep-gemm", "vllm",
+    "triton", "nvidia-nccl-cu12", "nvidia-nccl-cu13", "deep-ep", "deep-gemm",
     "transformers", "xgrammar",
 )
 """Packages whose versions are captured whatever the engine (each engine adds its own)."""
@@ -557,6 +560,7 @@ def build_env(
     cli_env: Mapping[str, Any] | None = None,
     tags: Mapping[str, Any] | None = None,
     log_facts: Mapping[str, Any] | None = None,
+    engine: str | None = None,
 ) -> RunEnv:
     """Merge every source of a run's environment (lowest precedence first).
 
@@ -583,7 +587,7 @@ def build_env(
             conflict = f"{previous.source} says {previous.value!r}"
         entries[k] = Entry(value, "server_args", conflict=conflict)
     if format_era:
-        entries["sglang.format_era"] = Entry(format_era, "log format")
+        entries[f"{engine or 'server'}.format_era"] = Entry(format_era, "log format")
     version = entries.get("pkg.sglang")
     for var, forced in effective_overrides(version.value if version else None).items():
         declared = entries.get(var)
@@ -696,15 +700,31 @@ def diff(name_a: str, a: RunEnv, name_b: str, b: RunEnv) -> EnvDiff:
                          and canonical(a.entries[k].value) == canonical(b.entries[k].value))
     unknown = {name: unknown_identity(env) for name, env in ((name_a, a), (name_b, b))
                if not env.complete}
-    missing = {name: [k for k in MANIFEST_IDENTITY_KEYS if k not in env.entries]
-               for name, env in ((name_a, a), (name_b, b)) if env.complete}
+    missing = {name: _not_stated(env) for name, env in ((name_a, a), (name_b, b))
+               if env.complete}
     return EnvDiff(name_a, name_b, a.complete, b.complete, items, unknown, known_match,
                    {k: v for k, v in missing.items() if v})
 
 
+def _not_stated(env: RunEnv) -> list[str]:
+    """The facts of :data:`MANIFEST_IDENTITY_KEYS` ``env`` does not state (the engine's
+    package named after the engine whose log format the run has, where it has one)."""
+    from logpipe.engines import engines, packages
+
+    out = []
+    for key in MANIFEST_IDENTITY_KEYS:
+        if key == ENGINE_PACKAGE:
+            if not any(f"pkg.{p}" in env.entries for p in packages()):
+                own = [e for e in engines() if f"{e.name}.format_era" in env.entries]
+                out.append(f"pkg.{own[0].packages[0]}" if own and own[0].packages else key)
+        elif key not in env.entries:
+            out.append(key)
+    return out
+
+
 def unknown_identity(env: RunEnv) -> list[str]:
     """The identity facts a run without a manifest leaves unknown."""
-    out = [k for k in MANIFEST_IDENTITY_KEYS if k not in env.entries]
+    out = _not_stated(env)
     if "nccl.debug_info" in env.entries:
         out.append(ENV_VARIABLES + " other than NCCL_* (NCCL_* from the log's NCCL INFO lines)")
     else:

@@ -41,8 +41,10 @@ from logpipe.env import Tiers, capture, launch_args
 from logpipe.errors import InputError, LogpipeError
 from logpipe.interrupts import catch_signals
 
-READY_LINE = "The server is fired up and ready to roll"
+READY_LINES_ANY = ("The server is fired up and ready to roll", "Application startup complete.")
+"""Ready lines of a server command no engine claims (a wrapper script): any engine's."""
 DEFAULT_PORT = 30000
+"""The port of a server command that names none and no engine (SGLang's default)."""
 STOP_WAIT_S = (30.0, 10.0)
 """Seconds to wait after SIGINT, then after SIGTERM, before the next signal."""
 TAIL_LINES = 20
@@ -67,14 +69,19 @@ class LaunchError(LogpipeError):
 # ------------------------------------------------------------------------ the command
 
 def server_address(command: list[str]) -> tuple[str, int]:
-    """``(host to connect to, port)`` from the server command (SGLang's default port
-    30000; a server bound to every interface is reached on 127.0.0.1)."""
+    """``(host to connect to, port)`` from the server command (its engine's default port
+    without ``--port``; a server bound to every interface is reached on 127.0.0.1)."""
+    from logpipe.engines import engine_of_command
+
     args = launch_args(command)
+    engine = engine_of_command(command)
+    default = engine.default_port if engine is not None and engine.default_port else \
+        DEFAULT_PORT
     host = str(args.get("host") or "127.0.0.1")
     if host in ("0.0.0.0", "::", ""):
         host = "127.0.0.1"
     try:
-        port = int(args.get("port") or DEFAULT_PORT)
+        port = int(args.get("port") or default)
     except (TypeError, ValueError) as exc:
         raise InputError(f"--port is not a number: {args.get('port')!r}") from exc
     return host, port
@@ -160,6 +167,11 @@ class Server:
 
     def __init__(self, command: list[str], log_path: Path, env: Mapping[str, str],
                  echo: Echo | None = None) -> None:
+        from logpipe.engines import engine_of_command
+
+        engine = engine_of_command(command)
+        self.ready_lines = ((engine.ready_line,) if engine is not None and engine.ready_line
+                            else READY_LINES_ANY)
         self.log_path = log_path
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
         self.ready_seen = threading.Event()
@@ -187,7 +199,7 @@ class Server:
             self._log.flush()
             line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
             self.tail.append(line)
-            if READY_LINE in line:
+            if any(ready in line for ready in self.ready_lines):
                 self.ready_seen.set()
             elif "Decode batch" in line:
                 self.decode_lines += 1
@@ -804,11 +816,18 @@ def check_plan(plan: Plan) -> None:
         found["command.program"] = " ".join(arm.command[:3])
         return found
 
+    from logpipe.engines import engine_of_command, engine_specific
+
     base = keys(plan.baseline)
+    base_engine = engine_of_command(plan.baseline.command)
     for cand in plan.candidates:
         other = keys(cand)
+        # arms of two engines: the engine is the treatment, with its arguments, packages
+        # and variables; the machine, the model and the other variables must match
+        cross = engine_of_command(cand.command) is not base_engine
         bad = sorted(k for k in set(base) | set(other)
                      if base.get(k) != other.get(k) and k not in plan.allow_env_diff
+                     and not (cross and engine_specific(k))
                      and (k == "command.program" or tiers.tier(k) == "identity"))
         if bad:
             raise InputError(

@@ -89,16 +89,17 @@ class Load:
 
 
 _LOAD_SQL = """
-SELECT max(running_req) FILTER (WHERE kind = 'decode'),
-       max(queue_req),
-       max(running_req) FILTER (WHERE kind = 'decode'),
-       max(new_token) FILTER (WHERE kind = 'prefill'),
-       max(num_token),
-       max(token_usage),
+WITH ready AS (SELECT coalesce(min(line_no), 0) AS line FROM events
+               WHERE run_id = $1 AND kind = 'ready'),
+s AS (SELECT * FROM run_samples($1) WHERE line_no >= (SELECT line FROM ready)),
+b AS (SELECT * FROM batches WHERE run_id = $1 AND line_no >= (SELECT line FROM ready))
+SELECT (SELECT max(running_req) FILTER (WHERE kind IN ('decode', 'window')) FROM s),
+       (SELECT max(queue_req) FROM s),
+       (SELECT max(running_req) FILTER (WHERE kind IN ('decode', 'window')) FROM s),
+       (SELECT max(new_token) FILTER (WHERE kind = 'prefill') FROM b),
+       (SELECT max(num_token) FROM b),
+       (SELECT max(token_usage) FROM s),
        (SELECT count(*) > 0 FROM events WHERE run_id = $1 AND kind = 'retract')
-FROM batches b
-WHERE run_id = $1 AND line_no >= coalesce(
-    (SELECT min(line_no) FROM events WHERE run_id = $1 AND kind = 'ready'), 0)
 """
 
 

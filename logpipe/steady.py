@@ -29,13 +29,18 @@ class Warmup:
 NO_WARMUP = Warmup()
 
 
+DECODE_KINDS = ("decode", "window")
+"""Sample kinds that measure decoding: SGLang's decode batch lines and vLLM's stats
+windows (an interval average of generation throughput)."""
+
+
 def steady_lines(store: Store, run_id: str, warmup: Warmup = NO_WARMUP) -> pl.DataFrame:
     """Every batch line of a run with ``state`` and ``reason``, warm-up applied."""
     try:
         df = store.con.sql(
-            "SELECT * FROM run_batch_states($1) ORDER BY line_no", params=[run_id]).pl()
+            "SELECT * FROM run_batch_states($1) ORDER BY line_no, ts", params=[run_id]).pl()
     except duckdb.CatalogException:  # a database last written before the macro existed
-        df = store.con.sql("SELECT * FROM batch_states WHERE run_id = $1 ORDER BY line_no",
+        df = store.con.sql("SELECT * FROM batch_states WHERE run_id = $1 ORDER BY line_no, ts",
                            params=[run_id]).pl()
     if df.height == 0 or (warmup.lines <= 0 and warmup.seconds <= 0):
         return df
@@ -53,10 +58,10 @@ def steady_lines(store: Store, run_id: str, warmup: Warmup = NO_WARMUP) -> pl.Da
             )
     if warmup.lines > 0:
         rank = (
-            pl.when((pl.col("state") == "steady") & (pl.col("kind") == "decode"))
+            pl.when((pl.col("state") == "steady") & pl.col("kind").is_in(DECODE_KINDS))
             .then(pl.lit(1)).otherwise(pl.lit(0)).cum_sum()
         )
-        early = (pl.col("state") == "steady") & (pl.col("kind") == "decode") & (
+        early = (pl.col("state") == "steady") & pl.col("kind").is_in(DECODE_KINDS) & (
             rank <= warmup.lines)
         df = df.with_columns(
             pl.when(early).then(pl.lit("warmup")).otherwise(pl.col("state")).alias("state"),

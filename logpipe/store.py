@@ -48,7 +48,8 @@ if TYPE_CHECKING:  # polars is imported where frames are written: an ingest of u
 DEFAULT_DB = "logpipe.duckdb"
 DATA_TABLES = ("batches", "events", "http_requests", "rejects", "bench_results",
                "phase_timings", "request_metrics", "traces", "trace_kernels",
-               "trace_annotations", "trace_ops", "line_prefixes")
+               "trace_annotations", "trace_ops", "line_prefixes", "vllm_stats",
+               "vllm_spec_metrics")
 INTERNAL = "logpipe_internal"
 """Schema of the stored tables, caches and bookkeeping (migration 0017)."""
 STORED_TABLES = ("runs", *DATA_TABLES)

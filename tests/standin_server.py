@@ -4,8 +4,9 @@ It prints the lines the real engine prints (``sample_logs/real-cpu/``): the sett
 changes itself, ``server_args={...}``, weights, KV cache, the capacity line, uvicorn's
 lines, the warm-up prefill, the ready line, then a ``Prefill batch`` and ``Decode batch``
 lines (``cpu graph: False``) for each generate request, and answers ``/health``,
-``/server_info``, ``/get_server_info`` and ``/generate`` on 127.0.0.1.  It can be told to
-die during load, to never become ready, to start slowly, or to ignore SIGINT.
+``/server_info``, ``/get_server_info``, ``/generate`` and ``/v1/completions`` on
+127.0.0.1.  It can be told to die during load, to never become ready, to start slowly, or
+to ignore SIGINT.
 
     python tests/standin_server.py --port 30000 [--speculative-algorithm NGRAM]
         [--tps 700 | env STANDIN_TPS] [--die-during-load] [--hang] [--slow-start S]
@@ -98,10 +99,11 @@ class Handler(BaseHTTPRequestHandler):
         if self.path == "/start_profile":
             self._start_profile(req)
             return
-        if self.path != "/generate":
+        if self.path not in ("/generate", "/v1/completions"):
             self._reply(404, {})
             return
-        n = int((req.get("sampling_params") or {}).get("max_new_tokens", 16))
+        n = (int(req.get("max_tokens", 16)) if self.path == "/v1/completions" else
+             int((req.get("sampling_params") or {}).get("max_new_tokens", 16)))
         self.state["served"] = self.state.get("served", 0) + 1
         if self.opts.die_after and self.state["served"] > self.opts.die_after:
             say("Scheduler hit an exception: stand-in told to die after "

@@ -21,10 +21,8 @@ def test_three_eras_of_jsonl(sample_db: Path) -> None:
         SELECT regexp_extract(source_path, '[^/]+/[^/]+$'), line_no, output_throughput,
                median_tpot_ms IS NOT NULL, max_concurrency, sglang_version,
                json_array_length(json_keys(extra))
-        FROM bench_results WHERE format = 'jsonl' AND source_path NOT LIKE '%/real-cpu/%'
-          AND source_path NOT LIKE '%/real-gpu/%'
-          AND source_path NOT LIKE '%/real-gpu-profiled/%'
-          AND source_path NOT LIKE '%/real-cpu-phases/%'
+        FROM bench_results WHERE format = 'jsonl' AND source_path NOT LIKE '%/real-%'
+          AND source_path NOT LIKE '%/eras/vllm/%'
         ORDER BY 1, 2""")
     assert [(r[0], r[1], r[2], r[6]) for r in rows] == [
         ("baseline-untuned/bench_serving.jsonl", 1, 61.2, 42),  # server_info kept apart
@@ -40,7 +38,8 @@ def test_console_table(sample_db: Path) -> None:
     (row,) = query(sample_db, """
         SELECT tool, format, max_concurrency, completed, output_throughput, accept_length,
                round(median_tpot_ms, 2), link_method
-        FROM bench_results WHERE format = 'console' AND source_path NOT LIKE '%/real-cpu/%'""")
+        FROM bench_results WHERE format = 'console' AND source_path NOT LIKE '%/real-%'
+          AND tool = 'bench_serving'""")
     assert row == ("bench_serving", "console", 1, 8, 73.8, 2.1, 13.18, "same folder")
 
 

@@ -38,10 +38,16 @@ def test_samples_fail_on_the_unpaired_run_and_the_real_ngram_regression(sample_d
     assert [(r["suite"], r["check"]) for r in fails] == [
         ("pairing", "every speculative run has a same-environment baseline"),
         ("regressions", "speculation is not slower than its paired baseline")]
-    assert fails[0]["failing_rows"] == [{
+    rows = fails[0]["failing_rows"]
+    assert [r for r in rows if r["status"] == "unpaired"] == [{
         "run": "qwen3-30b-eagle3-untuned", "status": "unpaired",
         "reason": "baseline qwen3-30b-baseline-tuned differs only in NCCL_ALGO, "
                   "NCCL_P2P_LEVEL, NCCL_PROTO"}]
+    # vLLM's era fragments are bare logs: no manifest, so no pairing (never one across
+    # engines: the SGLang era of the same model is not their baseline)
+    assert sorted(r["run"] for r in rows if r["status"] == "unknown environment") == [
+        "v0.11.0", "v0.8.2", "v0.8.4", "v0.9.2"]
+    assert len(rows) == 5
     # the real engine's campaign: NGRAM on a random tiny model is a real regression
     assert [(r["spec_run"], r["baseline_run"], r["verdict"])
             for r in fails[1]["failing_rows"]] == [
@@ -51,7 +57,7 @@ def test_samples_fail_on_the_unpaired_run_and_the_real_ngram_regression(sample_d
                if r not in fails)
     # a check over zero rows tested nothing: SKIP, never PASS
     skipped = [r for r in out["results"] if r["status"] == "SKIP"]
-    assert skipped and all(r["evaluated_rows"] == 0 for r in skipped)
+    assert all(r["evaluated_rows"] == 0 for r in skipped)
     assert all(r["evaluated_rows"] > 0 for r in out["results"] if r["status"] == "PASS")
     text = runner.invoke(app, ["check", "--db", str(sample_db)]).stdout
     assert "PASS  pairing" not in text
@@ -72,6 +78,7 @@ def test_matching_baseline_makes_check_pass(tmp_path: Path) -> None:
         g.mission_manifest(False, False, "2026-05-05T12:58:00+00:00", model=small)))
     for real in ("real-cpu", "real-cpu-phases"):  # their NGRAM regressions are real, and
         shutil.rmtree(logs / real)                # not this test's
+    shutil.rmtree(logs / "eras" / "vllm")  # bare fragments, no manifest: cannot be paired
     db = tmp_path / "c.duckdb"
     ingest_paths([logs], db)
     code, out = check(db)
@@ -494,3 +501,13 @@ def test_check_and_report_never_write_the_database(sample_db: Path, tmp_path: Pa
     assert compare.exit_code == 0, compare.output
     assert hashlib.sha256(db.read_bytes()).hexdigest() == before
     assert not (tmp_path / "ro.duckdb.wal").exists()
+
+
+def test_a_check_over_zero_rows_is_a_skip(tmp_path: Path) -> None:
+    """Server logs without any benchmark: the benchmark check tested nothing."""
+    db = tmp_path / "w.duckdb"
+    ingest_paths([SAMPLES / "wrappers"], db)
+    _, out = check(db, "--suite", "data_quality")
+    (bench,) = [r for r in out["results"] if r["check"].startswith("benchmark records")]
+    assert (bench["status"], bench["evaluated_rows"]) == ("SKIP", 0)
+    assert all(r["evaluated_rows"] > 0 for r in out["results"] if r["status"] == "PASS")

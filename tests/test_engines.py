@@ -43,7 +43,7 @@ def test_the_builtin_engine_is_sglang_and_owns_its_log_kind() -> None:
 
 def test_a_toy_engine_from_an_entry_point_is_ingested(toy_installed: None,
                                                       tmp_path: Path) -> None:
-    assert [e.name for e in engines.engines()] == ["sglang", "toy"]
+    assert [e.name for e in engines.engines()] == ["sglang", "vllm", "toy"]
     logs = tmp_path / "logs"
     logs.mkdir()
     (logs / "toy-run.log").write_text(
@@ -68,9 +68,13 @@ def test_a_toy_engine_from_an_entry_point_is_ingested(toy_installed: None,
 def test_server_samples_carry_sglang_batches(sample_db: Path) -> None:
     (n_batches,) = query(sample_db, "SELECT count(*) FROM batches")[0]
     rows = query(sample_db, "SELECT engine, count(*), count(gen_tps), count(kv_usage) "
-                            "FROM server_samples GROUP BY 1")
+                            "FROM server_samples WHERE kind <> 'window' GROUP BY 1")
     assert rows[0][0] == "sglang" and rows[0][1] == n_batches and len(rows) == 1
     assert rows[0][2] > 0 and rows[0][3] > 0
+    # vLLM's stats lines are windows, never batches, and come from the vLLM engine only
+    windows = query(sample_db, "SELECT DISTINCT engine FROM server_samples "
+                               "WHERE kind = 'window'")
+    assert windows == [("vllm",)]
 
 
 def test_no_engine_name_outside_its_folder() -> None:

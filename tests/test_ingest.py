@@ -399,3 +399,23 @@ def test_a_compressed_log_rewritten_is_changed_not_truncated(tmp_path: Path, db:
     assert ingest_paths([path], db).files[0].status == "changed"
     assert counts(db) == before
     assert ingest_paths([path], db, replace=True).files[0].status == "rewritten"
+
+
+def test_a_small_log_cut_mid_line_goes_on_when_appended(tmp_path: Path) -> None:
+    """A log under 4 KiB read while its last line was half written: the rest of the file
+    is an append, not a change in place (the head hash covers the bytes read)."""
+    whole = (SAMPLES / "eras" / "v0.5.23.log").read_bytes()
+    log = tmp_path / "server.log"
+    log.write_bytes(whole[:3000])
+    assert b"\n" != whole[2999:3000]
+    db = tmp_path / "db.duckdb"
+    ingest_paths([log], db)
+    log.write_bytes(whole[:3500])
+    assert ingest_paths([log], db).files[0].status == "appended"
+    log.write_bytes(whole)
+    assert ingest_paths([log], db).files[0].status == "appended"
+    fresh = tmp_path / "fresh.duckdb"
+    ingest_paths([log], fresh)
+    for table in ("batches", "events", "http_requests", "rejects"):
+        assert query(db, f"SELECT count(*) FROM {table}") == \
+            query(fresh, f"SELECT count(*) FROM {table}"), table

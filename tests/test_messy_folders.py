@@ -111,19 +111,22 @@ def test_a_guessed_date_takes_no_benchmark_by_time_window(tmp_path: Path) -> Non
 
 
 def test_summaries_name_things(tmp_path: Path) -> None:
-    """The ingest summary names skipped files and why, a vLLM log is said to be one, doctor
-    takes a folder, and a misspelt run name gets a suggestion."""
+    """The ingest summary names skipped files and why, a vLLM log beside SGLang's is read
+    as vLLM's, doctor takes a folder and names each file's engine, and a misspelt run name
+    gets a suggestion."""
     (tmp_path / "vllm.log").write_text(VLLM)
     (tmp_path / "notes.txt").write_text("nothing to see here\n")
     (tmp_path / "baseline-a").mkdir()
     shutil.copy(REAL_LOG, tmp_path / "baseline-a" / "server.log")
     db = tmp_path / "db.duckdb"
     out = runner.invoke(app, ["ingest", str(tmp_path), "--db", str(db)]).stdout
-    assert "skipped (this looks like vLLM output (not yet supported)): " in out
-    assert "vllm.log" in out.split("skipped (this looks like vLLM")[1].splitlines()[0]
     assert "skipped (not a recognised format): " in out and "notes.txt" in out
+    assert "vllm.log" not in out.split("skipped (not a recognised format)")[1]
+    assert query(db, "SELECT engine, count(*) FROM runs GROUP BY 1 ORDER BY 1") == [
+        ("sglang", 1), ("vllm", 1)]
     doctor = runner.invoke(app, ["doctor", str(tmp_path)])
-    assert "vllm.log: this looks like vLLM output (not yet supported)" in doctor.stdout
+    assert "vllm.log: vLLM server log, 1 line(s)" in doctor.stdout
+    assert "stats lines: 1" in doctor.stdout
     assert "server.log: SGLang server log" in doctor.stdout
     typo = runner.invoke(app, ["compare", "--run", "basline-a", "--run", "baseline-a",
                                "--db", str(db)])

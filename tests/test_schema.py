@@ -19,7 +19,7 @@ def documented() -> dict[str, list[tuple[str, str]]]:
             current = m.group(1)
             tables[current] = []
             continue
-        m = re.match(r"^\| (\w+) \| ([A-Z]+) \|", line)
+        m = re.match(r"^\| (\w+) \| ([A-Z]+(?:\[\])?) \|", line)
         if m and current:
             tables[current].append((m.group(1), m.group(2)))
     return tables
@@ -30,7 +30,7 @@ def test_blank_database_has_documented_columns(db: Path) -> None:
     assert set(docs) == {"sources", "runs", "run_env", "batches", "events",
                          "http_requests", "rejects", "bench_results", "phase_timings",
                          "request_metrics", "traces", "trace_kernels", "trace_annotations",
-                         "trace_ops", "line_prefixes"}
+                         "trace_ops", "line_prefixes", "vllm_stats", "vllm_spec_metrics"}
     with Store.open(db) as store:
         for table, columns in docs.items():
             assert store.columns(table) == columns, table

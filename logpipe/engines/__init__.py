@@ -24,7 +24,7 @@ from typing import Any
 from logpipe.sources import Source, load, register
 
 ENTRY_POINT_GROUP = "logpipe.engines"
-BUILTIN = ("logpipe.engines.sglang:ENGINE",)
+BUILTIN = ("logpipe.engines.sglang:ENGINE", "logpipe.engines.vllm:ENGINE")
 """The engines that ship with logpipe, loaded by name like an entry point."""
 
 
@@ -51,6 +51,18 @@ class Engine:
     name_words: frozenset[str] = field(default_factory=frozenset)
     """Words of file and folder names that say "a log of this engine", not which
     experiment (``sglang`` in ``sglang-server.log``)."""
+    ready_line: str | None = None
+    """Text of the log line that says the server serves (``launch`` waits for it or for
+    ``/health`` answering 200)."""
+    default_port: int | None = None
+    """The port the server listens on without ``--port``."""
+    diagnose: str | None = None
+    """``module:function`` that parses one of its logs for ``logpipe doctor``: ``(path) ->
+    {lines, counts, events, rejects, rejects_total, unread, unread_total}`` (None: the
+    doctor's own reading of SGLang's lines)."""
+    accept_rate: str | None = None
+    """What the ``accept_rate`` of its samples means, where one definition holds for every
+    release (None: it depends on the release, and compare says which)."""
 
     def reader(self) -> Callable[..., Any]:
         return load(self.ingest_log)  # type: ignore[no-any-return]
@@ -110,3 +122,16 @@ def packages() -> tuple[str, ...]:
 
 def env_prefixes() -> tuple[str, ...]:
     return tuple(p for e in engines() for p in e.env_prefixes)
+
+
+ENGINE_KEY_PREFIXES = ("arg.", "adjusted.", "effective.", "startup.", "pkg.", "command.")
+"""Environment keys that describe an engine's own install and settings: its arguments, what
+it adjusted and sized itself, its startup, its packages (each engine brings its torch)."""
+
+
+def engine_specific(key: str) -> bool:
+    """True for a key that belongs to the engine (its arguments, packages, variables, log
+    format): across engines these are the treatment, not the environment."""
+    if key.startswith(ENGINE_KEY_PREFIXES) or key.endswith(".format_era"):
+        return True
+    return key.startswith(env_prefixes())

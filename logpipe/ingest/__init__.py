@@ -48,7 +48,7 @@ from logpipe.ingest.environment import attach_env, environment_key
 from logpipe.ingest.linking import link_records, mark_duplicate_benchmarks
 from logpipe.ingest.walk import run_base_name, walk
 from logpipe.readers import read_head, take_damage
-from logpipe.sources import HEAD_BYTES, bench, detect, load, looks_like_vllm
+from logpipe.sources import HEAD_BYTES, bench, detect, load
 from logpipe.store import Store
 from logpipe.traces import apply_trace_env
 
@@ -181,9 +181,6 @@ def _ingest_one(store: Store, path: Path, key: str, root: Path, options: EnvOpti
     if source is None:
         if progress:
             progress(path.stat().st_size)
-        if looks_like_vllm(text_head):
-            return FileResult(key, "skipped",
-                              detail="this looks like vLLM output (not yet supported)")
         return FileResult(key, "skipped", detail="not a recognised format")
     engine = engine_for_kind(source.name)
     try:

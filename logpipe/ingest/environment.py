@@ -38,7 +38,8 @@ def attach_env(store: Store, key: str, manifests: list[Path], options: EnvOption
     rewritten: list[tuple[str, RunEnv, dict[str, Any]]] = []
     runs = store.all(
         "SELECT run_id, server_args, format_era, env, env_fingerprint, env_complete, "
-        "engine_version, tags::VARCHAR, started_at FROM runs WHERE source_path = ?", [key])
+        "engine_version, tags::VARCHAR, started_at, engine FROM runs WHERE source_path = ?",
+        [key])
     # the file's facts in a few queries, not a few per run (a file may hold 450 launches)
     events: dict[str, list[tuple[str, dict[str, Any]]]] = {}
     for run_id, kind, attrs in store.all(
@@ -53,7 +54,7 @@ def attach_env(store: Store, key: str, manifests: list[Path], options: EnvOption
         "run_id IN (SELECT run_id FROM runs WHERE source_path = ?)", [key])}
     clocks: list[tuple[str, int | None, str | None]] = []
     for (run_id, server_args, era_label, old_env, old_fp, old_complete, old_version,
-         old_tags, started_at) in runs:
+         old_tags, started_at, engine_name) in runs:
         previous = RunEnv.from_json(old_env)
         cli = {k: e.value for k, e in previous.entries.items()
                if e.source == "command line" and not k.startswith("tag.")}
@@ -64,8 +65,9 @@ def attach_env(store: Store, key: str, manifests: list[Path], options: EnvOption
         said = log_facts(events.get(run_id, []))
         env = build_env(tiers=tiers, manifests=loaded,
                         server_args=json.loads(server_args) if server_args else None,
-                        format_era=era_label, cli_env=cli, tags=tags, log_facts=said)
-        version = env.entries.get("pkg.sglang")
+                        format_era=era_label, cli_env=cli, tags=tags, log_facts=said,
+                        engine=engine_name)
+        version = _engine_version(env, engine_name)
         clocks.append((run_id, *clock_of(store, run_id, env, options.tz, started_at,
                                           run_id in outer, inferred.get(run_id, False))))
         env_json, tags_json = env.to_json(), json.dumps(tags, default=str)
@@ -135,3 +137,15 @@ def _dates_inferred(store: Store, key: str) -> dict[str, bool]:
     whole = bool(per_run) and all(per_run.values())
     return {str(r): per_run.get(str(r), whole) for (r,) in store.all(
         "SELECT run_id FROM runs WHERE source_path = ?", [key])}
+
+
+def _engine_version(env: RunEnv, engine_name: str | None) -> Any:
+    """The entry of the run's engine package (``pkg.<its first package installed>``)."""
+    from logpipe.engines import engine_named
+
+    engine = engine_named(engine_name) if engine_name else None
+    for package in engine.packages if engine is not None else ():
+        entry = env.entries.get(f"pkg.{package}")
+        if entry is not None:
+            return entry
+    return None

@@ -67,3 +67,17 @@ def run_base_name(path: Path) -> str:
     if not name or is_generic_stem(name):
         name = path.parent.name or name or "run"
     return name
+
+
+def unique_run_name(path: Path, seq: int, taken: set[str]) -> str:
+    """The name of the ``seq``-th run of ``path`` (``name``, ``name-2`` for a restart in the
+    file), with ``~k`` where ``taken`` (every name in the database) has it; taken from now."""
+    base = run_base_name(path)
+    if seq > 0:
+        base = f"{base}-{seq + 1}"
+    name, k = base, 2
+    while name in taken:
+        name = f"{base}~{k}"
+        k += 1
+    taken.add(name)
+    return name

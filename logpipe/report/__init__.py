@@ -127,7 +127,8 @@ def ingest_summary(result: IngestResult) -> str:
         f"  runs: {result.runs_created} new",
         "  rows: " + ", ".join(
             f"{result.rows(t)} {t}" for t in ("batches", "events", "http_requests")
-        ),
+        ) + "".join(f", {result.rows(t)} {t}" for t in ("vllm_stats", "vllm_spec_metrics")
+                    if result.rows(t)),
         f"  rejects: {result.rows('rejects')} line(s)"
         + ("  (see the rejects table)" if result.rows("rejects") else ""),
         f"  noise: {sum(f.noise for f in result.files)} line(s) counted in sources",
@@ -303,6 +304,11 @@ def _launch_lines(c: Any) -> list[str]:
     if m is not None:
         out.append(f"  round ratios @ {m.stratum} running (candidate / reference): "
                    + ", ".join(f"{r:.3f}" for r in m.launch.round_ratios))
+    bench = next((m for m in c.metrics if m.name == "output throughput"
+                  and m.launch is not None and m.launch.round_ratios), None)
+    if m is None and bench is not None:  # engines compared on their benchmark
+        out.append("  round ratios of output throughput (candidate / reference): "
+                   + ", ".join(f"{r:.3f}" for r in bench.launch.round_ratios))
     if c.noise and c.unreplicated is False and any(
             m.launch is not None and m.launch.method == "launch noise" for m in c.metrics):
         p = _primary(c)
@@ -478,13 +484,12 @@ def doctor_text(d: Any) -> str:
     damage = (f"  damaged: {d.damaged} (ingest reads the lines before the damage and "
               "reports the file)\n" if getattr(d, "damaged", None) else "")
     if d.kind is None:
-        what = ("this looks like vLLM output (not yet supported)"
-                if getattr(d, "vllm", False) else "not a recognised format")
-        return (f"{d.path}: {what} (logpipe ingest skips it)\n" + damage)
+        return (f"{d.path}: not a recognised format (logpipe ingest skips it)\n" + damage)
     if not d.counts:
         return (f"{d.path}: {d.kind} (a record file: `logpipe ingest` reads it whole)\n"
                 + damage)
-    lines = [f"{d.path}: SGLang server log, {d.lines} line(s)"]
+    lines = [f"{d.path}: {getattr(d, 'display', None) or 'SGLang'} server log, "
+             f"{d.lines} line(s)"]
     if damage:
         lines.append(damage.rstrip("\n"))
     for name, n in d.counts.items():

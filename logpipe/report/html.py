@@ -251,11 +251,11 @@ def _latency(store: Store, runs: list[tuple[str, str]]) -> dict[str, Any] | None
 
 def _timeline(store: Store, runs: list[tuple[str, str]]) -> dict[str, Any]:
     """Decode throughput over time per run; non-steady windows shaded by state."""
-    from logpipe.steady import steady_lines
+    from logpipe.steady import DECODE_KINDS, steady_lines
 
     traces, shapes = [], []
     for i, (rid, name) in enumerate(runs):
-        df = steady_lines(store, rid).filter(pl.col("kind") == "decode")
+        df = steady_lines(store, rid).filter(pl.col("kind").is_in(DECODE_KINDS))
         if df.height == 0:
             continue
         use_ts = df["ts"].null_count() < df.height

@@ -13,6 +13,59 @@
 --
 -- run_batch_states(run_id) is the same for one run (NULL: every run); the filter sits
 -- before the window functions, so one run of a large database is classified alone.
+-- run_samples(rid): the per-interval samples every rule below reads, in one shape:
+-- SGLang's batch lines as they are, and vLLM's stats lines as kind 'window' (an average
+-- over its logging interval, not a batch; rank_tag names the engine of a DP rank), with
+-- the mean acceptance length and rate of the spec line of the same interval.
+-- running_req is the load level the rules stratify by, running_now the count the line
+-- prints.  A window's printed Running is a snapshot at the moment of logging: under
+-- requests shorter than the interval it swings between 0 and the concurrency while the
+-- engine generates throughout.  So a window is idle when it generated nothing (no prompt
+-- and no generation throughput), and its load level is the peak Running of its busy
+-- stretch (the windows between two idle ones: one benchmark's load).
+CREATE OR REPLACE MACRO run_samples(rid) AS TABLE
+SELECT run_id, source_path, line_no, ts, kind, rank_tag, running_req, running_req AS running_now,
+       queue_req, gen_throughput, input_throughput, accept_len, accept_rate, token_usage,
+       cuda_graph
+FROM batches WHERE rid IS NULL OR run_id = rid
+UNION ALL
+SELECT w.run_id, w.source_path, w.line_no, w.ts, 'window' AS kind, w.rank_tag,
+       CASE WHEN w.busy THEN max(w.running) FILTER (WHERE w.busy)
+                               OVER (PARTITION BY w.run_id, w.source_path, w.rank_tag,
+                                                  w.stretch)
+            ELSE 0 END AS running_req,
+       w.running AS running_now, w.waiting AS queue_req, w.gen_tps AS gen_throughput,
+       w.prompt_tps AS input_throughput, w.accept_len, w.accept_rate,
+       w.kv_usage AS token_usage, NULL::BOOLEAN AS cuda_graph
+FROM (
+    SELECT s.*, CASE WHEN s.engine_index IS NOT NULL THEN 'engine ' || s.engine_index END
+             AS rank_tag,
+           coalesce(s.gen_tps, 0) > 0 OR coalesce(s.prompt_tps, 0) > 0 AS busy,
+           count(*) FILTER (WHERE coalesce(s.gen_tps, 0) = 0 AND coalesce(s.prompt_tps, 0) = 0)
+             OVER (PARTITION BY s.run_id, s.source_path, s.engine_index ORDER BY s.line_no, s.ts)
+             AS stretch,
+           CASE WHEN NOT m.cumulative THEN m.mean_acceptance_length
+                WHEN m.d_drafted > 0 AND m.d_emitted >= 0
+                  THEN m.spec_tokens * m.d_emitted / m.d_drafted END AS accept_len,
+           CASE WHEN NOT m.cumulative THEN m.acceptance_rate
+                WHEN m.d_drafted > 0 AND m.d_accepted >= 0
+                  THEN m.d_accepted / m.d_drafted END AS accept_rate
+    FROM vllm_stats s
+    LEFT JOIN (
+        -- V0 prints counts since the server started: the interval's share is the
+        -- difference from the line before (mean length = tokens emitted per draft of k)
+        SELECT *,
+               accepted_tokens - lag(accepted_tokens) OVER p AS d_accepted,
+               drafted_tokens::DOUBLE - lag(drafted_tokens) OVER p AS d_drafted,
+               emitted_tokens - lag(emitted_tokens) OVER p AS d_emitted
+        FROM vllm_spec_metrics
+        WHERE rid IS NULL OR run_id = rid
+        WINDOW p AS (PARTITION BY run_id, source_path, engine_index ORDER BY line_no, ts)
+    ) m ON m.run_id = s.run_id AND m.source_path = s.source_path
+       AND m.stats_line_no = s.line_no
+    WHERE rid IS NULL OR s.run_id = rid
+) w;
+
 CREATE OR REPLACE MACRO run_batch_states(rid) AS TABLE
 WITH ready AS (
     SELECT run_id, min(line_no) AS ready_line
@@ -28,26 +81,27 @@ prof AS (
 graphs AS (
     SELECT run_id, bool_or(cuda_graph) AS runs_graphs,
            min(line_no) FILTER (WHERE cuda_graph) AS first_graph_line
-    FROM batches WHERE kind = 'decode' AND (rid IS NULL OR run_id = rid) GROUP BY run_id
+    FROM run_samples(rid) WHERE kind = 'decode' GROUP BY run_id
 ),
 b AS (
     SELECT b.*,
+           b.kind IN ('decode', 'window') AS is_decode,
            lag(b.kind) OVER w AS prev_kind,
            lag(b.running_req) OVER w AS prev_running,
-           last_value(CASE WHEN b.kind = 'decode' THEN b.ts END IGNORE NULLS) OVER before
-             AS prev_decode_ts,
-           last_value(CASE WHEN b.kind = 'decode' THEN b.line_no END IGNORE NULLS) OVER before
-             AS prev_decode_line,
+           lead(b.running_req) OVER w AS next_running,
+           last_value(CASE WHEN b.kind IN ('decode', 'window') THEN b.ts END IGNORE NULLS)
+             OVER before AS prev_decode_ts,
+           last_value(CASE WHEN b.kind IN ('decode', 'window') THEN b.line_no END
+                      IGNORE NULLS) OVER before AS prev_decode_line,
            last_value(b.ts IGNORE NULLS) OVER before AS prev_ts
-    FROM batches b
-    WHERE rid IS NULL OR b.run_id = rid
-    WINDOW w AS (PARTITION BY b.run_id, coalesce(b.rank_tag, '') ORDER BY b.line_no),
+    FROM run_samples(rid) b
+    WINDOW w AS (PARTITION BY b.run_id, coalesce(b.rank_tag, '') ORDER BY b.line_no, b.ts),
            before AS (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
 ),
 gaps AS (
     SELECT run_id, coalesce(rank_tag, '') AS rank_key,
            median(epoch(ts) - epoch(prev_decode_ts)) AS median_gap_s
-    FROM b WHERE kind = 'decode' AND prev_decode_ts IS NOT NULL
+    FROM b WHERE is_decode AND prev_decode_ts IS NOT NULL
     GROUP BY ALL
 )
 SELECT b.run_id, b.source_path, b.line_no, b.ts, b.kind, b.rank_tag, b.running_req,
@@ -57,11 +111,13 @@ SELECT b.run_id, b.source_path, b.line_no, b.ts, b.kind, b.rank_tag, b.running_r
          WHEN r.ready_line IS NOT NULL AND b.line_no < r.ready_line THEN 'warmup'
          WHEN EXISTS (SELECT 1 FROM prof p WHERE p.run_id = b.run_id
                       AND b.line_no > p.start_line AND b.line_no < p.stop_line) THEN 'profiled'
-         WHEN b.kind = 'decode' AND b.running_req = 0 THEN 'idle'
+         WHEN b.is_decode AND b.running_req = 0 THEN 'idle'
          WHEN b.kind = 'decode' AND b.cuda_graph = false AND gr.runs_graphs THEN 'warmup'
-         WHEN b.kind = 'decode' AND (
+         WHEN b.is_decode AND (
               b.prev_decode_line IS NULL
               OR (b.prev_kind = 'prefill' AND b.prev_running = 0)
+              OR (b.kind = 'window' AND b.prev_running = 0)
+              OR (b.kind = 'window' AND coalesce(b.next_running, 0) = 0)
               OR (g.median_gap_s > 0
                   AND epoch(b.ts) - epoch(b.prev_decode_ts) > 3 * g.median_gap_s))
            THEN 'warmup'
@@ -73,13 +129,19 @@ SELECT b.run_id, b.source_path, b.line_no, b.ts, b.kind, b.rank_tag, b.running_r
          WHEN EXISTS (SELECT 1 FROM prof p WHERE p.run_id = b.run_id
                       AND b.line_no > p.start_line AND b.line_no < p.stop_line)
            THEN 'inside a profiled interval'
-         WHEN b.kind = 'decode' AND b.running_req = 0 THEN 'no running requests'
+         WHEN b.is_decode AND b.running_req = 0 THEN 'no running requests'
          WHEN b.kind = 'decode' AND b.cuda_graph = false AND gr.runs_graphs
            THEN 'decode ran off the graph'
          WHEN b.kind = 'decode' AND b.prev_decode_line IS NULL THEN 'first decode line'
+         WHEN b.kind = 'window' AND b.prev_decode_line IS NULL
+           THEN 'first stats window (its interval includes the start of the load)'
          WHEN b.kind = 'decode' AND b.prev_kind = 'prefill' AND b.prev_running = 0
            THEN 'first decode after idle (window includes the idle time)'
-         WHEN b.kind = 'decode' AND g.median_gap_s > 0
+         WHEN b.kind = 'window' AND b.prev_running = 0
+           THEN 'first stats window after idle (its interval includes idle time)'
+         WHEN b.kind = 'window' AND coalesce(b.next_running, 0) = 0
+           THEN 'last stats window before idle (its requests ended inside it)'
+         WHEN b.is_decode AND g.median_gap_s > 0
               AND epoch(b.ts) - epoch(b.prev_decode_ts) > 3 * g.median_gap_s
            THEN 'first decode after a gap (window includes the idle time)'
          ELSE NULL
@@ -87,7 +149,7 @@ SELECT b.run_id, b.source_path, b.line_no, b.ts, b.kind, b.rank_tag, b.running_r
        epoch(b.ts) - epoch(b.prev_ts) AS ts_step_s,
        -- the lines graph coverage is computed on: decode lines after the server was
        -- ready and after the run's first decode on the graph, with requests running
-       b.kind = 'decode' AND coalesce(b.running_req, 1) > 0
+       b.is_decode AND coalesce(b.running_req, 1) > 0
          AND (r.ready_line IS NULL OR b.line_no >= r.ready_line)
          AND (gr.first_graph_line IS NULL OR b.line_no >= gr.first_graph_line)
          AS past_warmup
@@ -100,17 +162,18 @@ CREATE OR REPLACE VIEW batch_states AS SELECT * FROM run_batch_states(NULL);
 
 -- Per-interval server samples in terms every engine can fill: one row per periodic stats
 -- line of a server log (SGLang: its Decode/Prefill batch lines, whose detail stays in
--- `batches`), with the engine of the run.
+-- `batches`; vLLM: its stats lines, kind 'window', detail in `vllm_stats`), with the
+-- engine of the run.
 CREATE OR REPLACE VIEW server_samples AS
 SELECT b.run_id, r.engine, b.source_path, b.line_no, b.ts, b.kind,
-       b.running_req AS running, b.queue_req AS waiting, b.token_usage AS kv_usage,
+       b.running_now AS running, b.queue_req AS waiting, b.token_usage AS kv_usage,
        b.input_throughput AS prompt_tps, b.gen_throughput AS gen_tps, b.accept_len,
        b.accept_rate, b.cuda_graph
-FROM batches b JOIN runs r USING (run_id);
+FROM run_samples(NULL) b JOIN runs r USING (run_id);
 
 -- Steady decode samples only.
 CREATE OR REPLACE VIEW steady_decode AS
-SELECT * FROM batch_states WHERE kind = 'decode' AND state = 'steady';
+SELECT * FROM batch_states WHERE kind IN ('decode', 'window') AND state = 'steady';
 
 -- The steady-state statistics of one run (NULL: of every run), one row per run with
 -- batch lines; run_summary adds the runs without any.  One steady throughput per launch:
@@ -124,25 +187,28 @@ WITH s AS MATERIALIZED (SELECT * FROM run_batch_states(rid)),
 lead AS (
     SELECT run_id, running_req AS steady_stratum, median(gen_throughput) AS stratum_tps
     FROM s
-    WHERE kind = 'decode' AND state = 'steady' AND running_req IS NOT NULL
+    WHERE kind IN ('decode', 'window') AND state = 'steady' AND running_req IS NOT NULL
       AND gen_throughput IS NOT NULL
     GROUP BY run_id, running_req
     QUALIFY row_number() OVER (PARTITION BY run_id
                                ORDER BY count(*) DESC, running_req DESC) = 1
 )
 SELECT s.run_id,
-       count(*) FILTER (WHERE s.kind = 'decode') AS decode_lines,
-       count(*) FILTER (WHERE s.kind = 'decode' AND s.state = 'steady') AS steady_decode_lines,
+       count(*) FILTER (WHERE s.kind IN ('decode', 'window')) AS decode_lines,
+       count(*) FILTER (WHERE s.kind IN ('decode', 'window') AND s.state = 'steady')
+         AS steady_decode_lines,
        coalesce(any_value(l.stratum_tps),
-                median(s.gen_throughput) FILTER (WHERE s.kind = 'decode'
+                median(s.gen_throughput) FILTER (WHERE s.kind IN ('decode', 'window')
                                                  AND s.state = 'steady'))
          AS steady_gen_throughput,
-       median(s.accept_len) FILTER (WHERE s.kind = 'decode' AND s.state = 'steady')
+       median(s.accept_len) FILTER (WHERE s.kind IN ('decode', 'window')
+                                    AND s.state = 'steady')
          AS steady_accept_len,
-       avg(s.cuda_graph::DOUBLE) FILTER (WHERE s.kind = 'decode' AND s.past_warmup)
+       avg(s.cuda_graph::DOUBLE) FILTER (WHERE s.kind IN ('decode', 'window')
+                                         AND s.past_warmup)
          AS graph_coverage,
-       list_sort(list_distinct(list(s.running_req) FILTER (WHERE s.kind = 'decode'
-                                                           AND s.state = 'steady')))
+       list_sort(list_distinct(list(s.running_req) FILTER (
+           WHERE s.kind IN ('decode', 'window') AND s.state = 'steady')))
          AS strata,
        min(s.ts_step_s) AS min_ts_step_s,
        any_value(l.steady_stratum) AS steady_stratum
@@ -162,7 +228,7 @@ SELECT run_id, count(*) AS batch_lines,
        min(accept_len) AS min_accept_len, max(accept_len) AS max_accept_len,
        min(gen_throughput) AS min_gen_throughput,
        min(input_throughput) AS min_input_throughput
-FROM batches
+FROM run_samples(NULL)
 WHERE (path IS NULL OR source_path = path) AND line_no > after
 GROUP BY run_id;
 
@@ -199,7 +265,7 @@ CREATE OR REPLACE MACRO launch_values_of(rid) AS TABLE
 SELECT run_id, running_req AS stratum, count(*) AS lines,
        median(gen_throughput) AS steady_tps
 FROM run_batch_states(rid)
-WHERE kind = 'decode' AND state = 'steady' AND gen_throughput > 0
+WHERE kind IN ('decode', 'window') AND state = 'steady' AND gen_throughput > 0
   AND running_req IS NOT NULL
 GROUP BY ALL
 HAVING count(*) >= 3;
@@ -280,7 +346,9 @@ same_identity AS (
 cand AS (
     SELECT s.run_id AS spec_run_id, b.run_id AS baseline_run_id,
            coalesce(si.rep, '') AS spec_rep, coalesce(bi.rep, '') AS base_rep
+    -- a speculation result is judged against a baseline of its own engine
     FROM spec s JOIN base b ON s.model IS NOT DISTINCT FROM b.model
+                           AND s.engine IS NOT DISTINCT FROM b.engine
     LEFT JOIN same_identity si ON si.run_id = s.run_id
     LEFT JOIN same_identity bi ON bi.run_id = b.run_id
 ),

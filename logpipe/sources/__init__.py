@@ -13,7 +13,6 @@ of its own (``reader``); a server log's kind belongs to an engine
 from __future__ import annotations
 
 import importlib
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -83,16 +82,3 @@ def load(spec: str) -> Any:
     module, _, attr = spec.partition(":")
     obj = importlib.import_module(module)
     return getattr(obj, attr) if attr else obj
-
-
-_VLLM_RE = re.compile(
-    r"(?:^|\] |\s)(?:INFO|WARNING|DEBUG|ERROR) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
-    r"\[?[\w./-]+\.py:\d+\]"
-    r"|Avg prompt throughput: [\d.]+ tokens/s, Avg generation throughput"
-    r"|vLLM API server version", re.MULTILINE)
-
-
-def looks_like_vllm(head: str) -> bool:
-    """The head of a file shows vLLM's own lines (its ``INFO MM-DD HH:MM:SS [file.py:N]``
-    prefix, its periodic stats line): said when such a file is skipped."""
-    return _VLLM_RE.search(head) is not None

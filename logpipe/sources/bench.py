@@ -32,8 +32,17 @@ RENAMES = {"duration": "duration_s", "total_latency": "duration_s",
            "successful_requests": "completed", "acc_length": "accept_length"}
 
 
+VLLM_BENCH = "vllm bench serve"
+"""``tool`` of vLLM's serving benchmark (``vllm bench serve``, ``benchmark_serving.py``):
+its result JSON names the model and endpoint (``model_id``, ``endpoint_type``), its
+console summary counts failed requests and peaks, where SGLang's prints its backend."""
+VLLM_KEYS = frozenset({"model_id", "tokenizer_id", "endpoint_type"})
+
+
 def tool_of(record: dict[str, Any]) -> str | None:
     keys = set(record)
+    if "completed" in keys and len(VLLM_KEYS & keys) >= 2:
+        return VLLM_BENCH
     if {"backend", "completed"} <= keys or {"backend", "output_throughput", "duration"} <= keys:
         return "bench_serving"
     if {"run_name", "batch_size", "prefill_latency"} <= keys:
@@ -129,7 +138,16 @@ CONSOLE_LABELS = {
     "median tpot (ms)": "median_tpot_ms", "p99 tpot (ms)": "p99_tpot_ms",
     "mean itl (ms)": "mean_itl_ms", "median itl (ms)": "median_itl_ms",
     "p99 itl (ms)": "p99_itl_ms", "accept length": "accept_length",
+    "maximum request concurrency": "max_concurrency",
+    "request rate configured (rps)": "request_rate", "acceptance length": "accept_length",
+    "failed requests": "failed", "peak output token throughput (tok/s)": "peak_output_throughput",
+    "peak concurrent requests": "peak_concurrent_requests",
 }
+VLLM_CONSOLE_LABELS = frozenset({"failed requests", "maximum request concurrency",
+                                 "peak output token throughput (tok/s)",
+                                 "request rate configured (rps)", "peak concurrent requests"})
+"""Rows only vLLM's console summary prints (SGLang's has ``Backend:`` and ``Traffic request
+rate:`` instead)."""
 _ROW_RE = re.compile(r"^(?P<label>[^:]+):\s+(?P<value>\S.*?)\s*$")
 
 
@@ -141,11 +159,13 @@ def parse_console(text: str) -> list[tuple[int, dict[str, Any]]]:
     while i < len(lines):
         if BANNER_RE.match(lines[i].strip()):
             start, record = i + 1, {}
+            labels: set[str] = set()
             i += 1
             while i < len(lines) and not re.fullmatch(r"=+", lines[i].strip()):
                 m = _ROW_RE.match(lines[i].strip())
                 if m:
                     label = m.group("label").strip().lower()
+                    labels.add(label)
                     key = CONSOLE_LABELS.get(label)
                     value = m.group("value")
                     if key:
@@ -153,7 +173,9 @@ def parse_console(text: str) -> list[tuple[int, dict[str, Any]]]:
                     else:
                         record["console:" + m.group("label").strip()] = value
                 i += 1
-            out.append((start, normalise(record, "bench_serving", "console")))
+            tool = VLLM_BENCH if labels & VLLM_CONSOLE_LABELS and "backend" not in labels \
+                else "bench_serving"
+            out.append((start, normalise(record, tool, "console")))
         i += 1
     return out
 

@@ -20,4 +20,6 @@ ENGINE = Engine(
     phase_hook="logpipe.engines.sglang:phase_hook",
     launch_words=("sglang.launch_server", "sglang serve", "sglang.srt"),
     name_words=frozenset({"sglang"}),
+    ready_line="The server is fired up and ready to roll",
+    default_port=30000,
 )

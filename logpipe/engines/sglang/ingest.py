@@ -31,7 +31,7 @@ from logpipe.engines.sglang.parser import (
 from logpipe.engines.sglang.server_args import redact, redact_text
 from logpipe.ingest.base import IN_LOG, PARSER_VERSION, FileResult, Progress
 from logpipe.ingest.changes import HEAD_HASH_BYTES, TAIL_HASH_BYTES, decide, window_sha
-from logpipe.ingest.walk import run_base_name
+from logpipe.ingest.walk import unique_run_name
 from logpipe.readers import line_blocks, lines_at, open_binary, skip_to
 from logpipe.sources import bench
 from logpipe.store import Spool, Store
@@ -135,7 +135,8 @@ def ingest_log(store: Store, path: Path, key: str, kind: str, head: bytes,
         "noise_lines": noise,
         "ingested_at": datetime.now(),
         "parser_version": PARSER_VERSION,
-        "head_sha256": head_sha,
+        # of the bytes read (a partial last line is not): what _same_prefix compares
+        "head_sha256": hashlib.sha256(head[:min(offset, HEAD_HASH_BYTES)]).hexdigest(),
         "tail_sha256": tail_sha,
         "mtime": datetime.fromtimestamp(stat.st_mtime),
         "state": state.to_json(),
@@ -353,15 +354,7 @@ class _RunBook:
     def _new_name(self, seq: int) -> str:
         if self._taken is None:  # every name in the database, once (not a query a run)
             self._taken = {str(n) for (n,) in self.store.all("SELECT name FROM runs")}
-        base = run_base_name(self.path)
-        if seq > 0:
-            base = f"{base}-{seq + 1}"
-        name, k = base, 2
-        while name in self._taken:
-            name = f"{base}~{k}"
-            k += 1
-        self._taken.add(name)
-        return name
+        return unique_run_name(self.path, seq, self._taken)
 
     def observe(self, row: dict[str, Any]) -> None:
         seq = int(row["run_seq"])

