@@ -104,10 +104,13 @@ def test_the_hook_times_ngram_cycles_and_plain_decode_steps(tmp_path: Path) -> N
     assert kinds == ["cycle", "cycle", "cycle", "step"]  # the prefill made none
     cycle = records[0]
     assert set(cycle["phases_ms"]) == {"draft", "verify", "other"}
-    assert cycle["phases_ms"]["verify"] == pytest.approx(4, abs=3)
-    assert cycle["phases_ms"]["draft"] == pytest.approx(2, abs=2)
+    # sleeps give lower bounds only (a loaded machine stretches them): each phase holds at
+    # least its own sleep, so time put in the wrong phase leaves another one short
+    for record in records[:3]:
+        phases = record["phases_ms"]
+        assert phases["verify"] >= 3.9 and phases["draft"] >= 1.9 and phases["other"] >= 0.9
     assert cycle["batch_size"] == 4 and cycle["accepted_tokens"] == 8
-    assert cycle["synchronized"] is False and 0 <= cycle["hook_ms"] < 1
+    assert cycle["synchronized"] is False and 0 <= cycle["hook_ms"] < 5  # ~0.05 ms unloaded
     step = records[-1]
     assert step["phases_ms"].keys() == {"decode"} and step["batch_size"] == 3
     assert "[" in out.splitlines()[0]  # through the server's logger, with its prefix

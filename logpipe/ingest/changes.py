@@ -99,3 +99,36 @@ def decide(store: Store, path: Path, key: str, stat: os.stat_result, head_sha: s
     return "changed", None, (
         "the bytes ingested earlier changed in place; its rows are kept as they were. "
         "Pass --replace to replace them with the file's content")
+
+
+def record_log_source(store: Store, key: str, path: Path, *, kind: str,
+                      stat: os.stat_result, existing: dict[str, Any] | None, status: str,
+                      head: bytes, tail: bytes | bytearray, offset: int,
+                      hasher: Any, previous_sha: str | None, lines: int, new_lines: int,
+                      rejected: int, noise: int, state_json: str, generations: Any,
+                      parser_version: str) -> None:
+    """Write a server log's ``sources`` row after an engine's parser read it up to
+    ``offset``: the hashes :func:`decide` compares next time (``head``: the file's first
+    bytes; ``tail``: the last bytes read; ``hasher``: this read's bytes, chained onto
+    ``previous_sha`` on an append) and the parser's resumable state.  A read that added no line
+    keeps the row's hashes (nothing new was hashed)."""
+    if existing is not None and new_lines == 0 and status != "truncated":
+        tail_sha, sha = existing["tail_sha256"], existing["sha256"]
+    else:
+        tail = bytes(tail[-TAIL_HASH_BYTES:])
+        tail_sha = (hashlib.sha256(tail).hexdigest()
+                    if len(tail) >= min(offset, TAIL_HASH_BYTES)
+                    else window_sha(path, offset, TAIL_HASH_BYTES))
+        # the first ingest hashes everything; each append chains the hash of its own bytes
+        sha = hasher.hexdigest() if previous_sha is None else hashlib.sha256(
+            (previous_sha + hasher.hexdigest()).encode()).hexdigest()
+    store.upsert_source({
+        "path": key, "kind": kind, "size_bytes": stat.st_size, "sha256": sha,
+        "bytes_ingested": offset, "lines": lines, "rejected": rejected,
+        "noise_lines": noise, "ingested_at": datetime.now(), "parser_version": parser_version,
+        # of the bytes read (a partial last line is not): what _same_prefix compares
+        "head_sha256": hashlib.sha256(head[:min(offset, HEAD_HASH_BYTES)]).hexdigest(),
+        "tail_sha256": tail_sha,
+        "mtime": datetime.fromtimestamp(stat.st_mtime), "state": state_json,
+        "device": stat.st_dev, "inode": stat.st_ino, "generations": generations,
+    })

@@ -20,7 +20,7 @@ from logpipe import summaries
 from logpipe.engines.vllm import NAME as ENGINE_NAME
 from logpipe.engines.vllm.parser import LogState, Parsed, Parser
 from logpipe.ingest.base import PARSER_VERSION, FileResult, Progress
-from logpipe.ingest.changes import HEAD_HASH_BYTES, TAIL_HASH_BYTES, decide, window_sha
+from logpipe.ingest.changes import HEAD_HASH_BYTES, TAIL_HASH_BYTES, decide, record_log_source
 from logpipe.ingest.walk import unique_run_name
 from logpipe.readers import open_binary, skip_to
 from logpipe.redaction import is_secret_key
@@ -118,25 +118,11 @@ def ingest_log(store: Store, path: Path, key: str, kind: str, head: bytes,
         fh.close()
     if res.lines == 0 and status == "appended":
         res.status = "unchanged"
-    if existing is not None and res.lines == 0 and status != "truncated":
-        tail_sha, sha = existing["tail_sha256"], existing["sha256"]
-    else:
-        tail_bytes = bytes(tail[-TAIL_HASH_BYTES:])
-        tail_sha = (hashlib.sha256(tail_bytes).hexdigest()
-                    if len(tail_bytes) >= min(offset, TAIL_HASH_BYTES)
-                    else window_sha(path, offset, TAIL_HASH_BYTES))
-        sha = hasher.hexdigest() if previous_sha is None else hashlib.sha256(
-            (previous_sha + hasher.hexdigest()).encode()).hexdigest()
-    store.upsert_source({
-        "path": key, "kind": kind, "size_bytes": stat.st_size, "sha256": sha,
-        "bytes_ingested": offset, "lines": state.lines, "rejected": rejected,
-        "noise_lines": noise, "ingested_at": datetime.now(), "parser_version": PARSER_VERSION,
-        # of the bytes read (a partial last line is not): what _same_prefix compares
-        "head_sha256": hashlib.sha256(head[:min(offset, HEAD_HASH_BYTES)]).hexdigest(),
-        "tail_sha256": tail_sha,
-        "mtime": datetime.fromtimestamp(stat.st_mtime), "state": state.to_json(),
-        "device": stat.st_dev, "inode": stat.st_ino, "generations": generations,
-    })
+    record_log_source(store, key, path, kind=kind, stat=stat, existing=existing,
+                      status=status, head=head, tail=tail, offset=offset, hasher=hasher,
+                      previous_sha=previous_sha, lines=state.lines, new_lines=res.lines,
+                      rejected=rejected, noise=noise, state_json=state.to_json(),
+                      generations=generations, parser_version=PARSER_VERSION)
     summaries.fold_ranges(store, key, lines_before)
     res.runs_created = runs.created
     return res
