@@ -22,7 +22,7 @@ def test_three_eras_of_jsonl(sample_db: Path) -> None:
                median_tpot_ms IS NOT NULL, max_concurrency, sglang_version,
                json_array_length(json_keys(extra))
         FROM bench_results WHERE format = 'jsonl' AND source_path NOT LIKE '%/real-%'
-          AND source_path NOT LIKE '%/eras/vllm/%'
+          AND source_path NOT LIKE '%/eras/vllm/%' AND source_path NOT LIKE '%/eras/vllm-bench/%'
         ORDER BY 1, 2""")
     assert [(r[0], r[1], r[2], r[6]) for r in rows] == [
         ("baseline-untuned/bench_serving.jsonl", 1, 61.2, 42),  # server_info kept apart
@@ -65,7 +65,7 @@ def test_bad_jsonl_lines_are_rejected_not_fatal() -> None:
 def test_bench_vs_log(sample_db: Path) -> None:
     rows = query(sample_db, "SELECT run, log_steady_tps, bench_output_tps, "
                  "round(tpot_implied_tps, 1), round(bench_gap, 3) FROM bench_vs_log "
-                 "WHERE run NOT LIKE 'real-%' ORDER BY run")
+                 "WHERE run NOT LIKE 'real-%' AND run NOT LIKE '%-bench' ORDER BY run")
     assert rows == [("baseline-untuned", 62.9, 61.2, 62.9, -0.027),
                     ("eagle3-untuned", 75.9, 73.8, 75.9, -0.028)]
 

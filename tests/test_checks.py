@@ -46,8 +46,8 @@ def test_samples_fail_on_the_unpaired_run_and_the_real_ngram_regression(sample_d
     # vLLM's era fragments are bare logs: no manifest, so no pairing (never one across
     # engines: the SGLang era of the same model is not their baseline)
     assert sorted(r["run"] for r in rows if r["status"] == "unknown environment") == [
-        "v0.11.0", "v0.8.2", "v0.8.4", "v0.9.2"]
-    assert len(rows) == 5
+        "v0.11.0", "v0.33.0-bench", "v0.8.2", "v0.8.4", "v0.9.2"]
+    assert len(rows) == 6
     # the real engine's campaign: NGRAM on a random tiny model is a real regression
     assert [(r["spec_run"], r["baseline_run"], r["verdict"])
             for r in fails[1]["failing_rows"]] == [
@@ -78,7 +78,8 @@ def test_matching_baseline_makes_check_pass(tmp_path: Path) -> None:
         g.mission_manifest(False, False, "2026-05-05T12:58:00+00:00", model=small)))
     for real in ("real-cpu", "real-cpu-phases"):  # their NGRAM regressions are real, and
         shutil.rmtree(logs / real)                # not this test's
-    shutil.rmtree(logs / "eras" / "vllm")  # bare fragments, no manifest: cannot be paired
+    for bare in ("vllm", "vllm-bench"):  # bare fragments, no manifest: cannot be paired
+        shutil.rmtree(logs / "eras" / bare)
     db = tmp_path / "c.duckdb"
     ingest_paths([logs], db)
     code, out = check(db)
@@ -280,7 +281,8 @@ def test_cached_run_summary_is_the_view_row_for_row(tmp_path: Path) -> None:
                for r in view]
         assert len(view) > 30 and view == cached == one
         # a changed run is found stale and recomputed; a deleted one drops out
-        rid = view[0][0]
+        # (a run with batch lines: run ids are hashes, the first one may be a vLLM run's)
+        (rid,) = store.con.execute("SELECT min(run_id) FROM logpipe_internal.batches").fetchone()
         store.con.execute("DELETE FROM logpipe_internal.batches WHERE run_id = ? AND line_no = "
                           "(SELECT max(line_no) FROM batches WHERE run_id = ?)", [rid, rid])
         assert [r for r, _ in summaries.stale(store)] == [rid]

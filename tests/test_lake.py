@@ -90,7 +90,8 @@ def _with_a_digits_only_run_id(db: Path, tmp_path: Path) -> Path:
     copy = tmp_path / "digits.duckdb"
     shutil.copy(db, copy)
     with open_db(copy) as store:
-        (old,) = store.one("SELECT min(run_id) FROM runs")
+        # an SGLang run with batch lines (the first run id may be another engine's)
+        (old,) = store.one("SELECT min(run_id) FROM batches")
         for schema, table in store.all(
                 "SELECT c.table_schema, c.table_name FROM information_schema.columns c "
                 "JOIN information_schema.tables t USING (table_schema, table_name) "

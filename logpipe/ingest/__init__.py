@@ -176,8 +176,8 @@ def _ingest_one(store: Store, path: Path, key: str, root: Path, options: EnvOpti
     if source is not None and source.name == bench.CONSOLE.name:
         # a run script that sent the server's output and bench_serving's summary to one
         # file: read it as the server log it is; the summaries come with it
-        source = next((k for e in engines() for k in e.log_kinds if k.sniff(text_head)),
-                      source)
+        source = next((k for e in engines() for k in e.log_kinds
+                       if (k.serves or k.sniff)(text_head)), source)
     if source is None:
         if progress:
             progress(path.stat().st_size)

@@ -40,6 +40,10 @@ class Source:
     reader: str | None = None
     """``module:function`` of a kind read its own way, ``(store, path, key, options) ->
     FileResult`` (profiler traces: streamed)."""
+    serves: Callable[[str], bool] | None = None
+    """A server log kind: does a head that also holds a benchmark's console summary show
+    this server's own output (a run script that sent both to one file), not only lines a
+    benchmark client of the same engine prints with the same prefix?  None: ``sniff``."""
 
 
 _REGISTRY: dict[str, Source] = {}

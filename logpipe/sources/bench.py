@@ -29,7 +29,11 @@ NUMERIC = {
     "accept_length": float,
 }
 RENAMES = {"duration": "duration_s", "total_latency": "duration_s",
-           "successful_requests": "completed", "acc_length": "accept_length"}
+           "successful_requests": "completed", "acc_length": "accept_length",
+           # vLLM 0.2x+ `--save-result`: tokens per draft-verify step, bonus token included,
+           # as SGLang's accept length counts them
+           "spec_decode_acceptance_length": "accept_length",
+           "total_token_throughput": "total_throughput"}  # vLLM's name of it
 
 
 VLLM_BENCH = "vllm bench serve"
@@ -143,11 +147,19 @@ CONSOLE_LABELS = {
     "failed requests": "failed", "peak output token throughput (tok/s)": "peak_output_throughput",
     "peak concurrent requests": "peak_concurrent_requests",
 }
-VLLM_CONSOLE_LABELS = frozenset({"failed requests", "maximum request concurrency",
-                                 "peak output token throughput (tok/s)",
-                                 "request rate configured (rps)", "peak concurrent requests"})
-"""Rows only vLLM's console summary prints (SGLang's has ``Backend:`` and ``Traffic request
-rate:`` instead)."""
+SGLANG_CONSOLE_LABELS = frozenset({"backend", "traffic request rate"})
+"""Rows of SGLang's ``bench_serving`` table in every release of the format reference.  vLLM's
+(``benchmark_serving.py`` 0.2-0.10, ``vllm bench serve`` 0.9+) has neither: it prints
+``Traffic request rate:`` as a plain line before its progress bar, and no backend."""
+
+
+def console_tool(labels: set[str]) -> str:
+    """Whose serving benchmark printed a table with these (lower-cased) row labels.  The
+    rows vLLM added later (``Failed requests:``, peaks, ``Request rate configured``) are
+    not needed to tell: a 0.4 table has none of them, and no ``Backend:`` either."""
+    return "bench_serving" if labels & SGLANG_CONSOLE_LABELS else VLLM_BENCH
+
+
 _ROW_RE = re.compile(r"^(?P<label>[^:]+):\s+(?P<value>\S.*?)\s*$")
 
 
@@ -173,9 +185,7 @@ def parse_console(text: str) -> list[tuple[int, dict[str, Any]]]:
                     else:
                         record["console:" + m.group("label").strip()] = value
                 i += 1
-            tool = VLLM_BENCH if labels & VLLM_CONSOLE_LABELS and "backend" not in labels \
-                else "bench_serving"
-            out.append((start, normalise(record, tool, "console")))
+            out.append((start, normalise(record, console_tool(labels), "console")))
         i += 1
     return out
 

@@ -23,9 +23,24 @@ _SNIFF_RE = re.compile(
     re.MULTILINE)
 
 
+# what only a server prints: `vllm bench serve` imports vllm too, and its console starts with
+# vLLM-prefixed lines of its own (platform detection, dataset sampling warnings)
+_SERVER_RE = re.compile(
+    r"Avg prompt throughput: [\d.]+ tokens/s, Avg generation throughput"
+    r"|vLLM API server version|Initializing an? (?:V1 )?LLM engine \(v|non-default args: \{"
+    r"|Starting vLLM (?:API )?server on|Application startup complete"
+    r"|(?:INFO|WARNING|DEBUG|ERROR) +\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./-]+\.py:\d+\] "
+    r" *[▄█▀ ]+version \d")
+
+
 def sniff(head: str) -> bool:
     """True when the head of a file shows vLLM server-log lines."""
     return _SNIFF_RE.search(head) is not None
+
+
+def serves(head: str) -> bool:
+    """True when the head shows what a vLLM server prints, not only a vLLM client."""
+    return _SERVER_RE.search(head) is not None
 
 
 SOURCE = register(
@@ -37,5 +52,6 @@ SOURCE = register(
                  "real-vllm-cpu/real-vllm-cpu-ngram-r1/server.log",
                  "wrappers/vllm/docker-timestamps.log"),
         specificity=9,
+        serves=serves,
     )
 )
