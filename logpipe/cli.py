@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 
 from logpipe._version import __version__
-from logpipe.errors import LogpipeError
+from logpipe.errors import InputError, LogpipeError
 
 app = typer.Typer(
     add_completion=False,
@@ -109,13 +109,17 @@ def ingest(
     lake: Annotated[Path | None, typer.Option(
         "--lake", help="Write a Parquet lake here instead of the database (fleet ingest: "
                        "one task per folder).")] = None,
-    engine: Annotated[str, typer.Option(
-        "--engine", help="With --lake: local (this process) or ray.")] = "local",
+    runner: Annotated[str | None, typer.Option(
+        "--runner", help="With --lake: where the tasks run, local (this process) or ray.")]
+    = None,
+    engine_alias: Annotated[str | None, typer.Option(
+        "--engine", hidden=True,
+        help="Deprecated spelling of --runner (an engine is SGLang or vLLM).")] = None,
     address: Annotated[str | None, typer.Option(
-        "--address", help="With --engine ray: the Ray cluster (auto: the one this host "
+        "--address", help="With --runner ray: the Ray cluster (auto: the one this host "
                           "belongs to); default a local Ray of --workers CPUs.")] = None,
     workers: Annotated[int, typer.Option(
-        "--workers", help="CPUs of a local Ray (--engine ray without --address).")] = 2,
+        "--workers", help="CPUs of a local Ray (--runner ray without --address).")] = 2,
 ) -> None:
     """Detect and parse every file under PATHS into the database, idempotently.
 
@@ -130,6 +134,13 @@ def ingest(
     from logpipe.report import fleet_summary, ingest_summary
 
     env_pairs, tag_pairs = _pairs(env, "--env"), _pairs(tag, "--tag")
+    if engine_alias is not None:
+        if runner is not None and runner != engine_alias:
+            _fail(InputError(f"--runner {runner} and --engine {engine_alias} disagree",
+                             hint="--engine is the old spelling of --runner: give one"))
+        err.print("logpipe: --engine is deprecated for ingest: use --runner "
+                  f"{engine_alias} (an engine is the server: SGLang, vLLM)", style="yellow")
+        runner = engine_alias
     if lake is not None:
         from logpipe.fleet import ingest_to_lake
 
@@ -137,7 +148,8 @@ def ingest(
             _fail(LogpipeError("--run and --replace are not available with --lake",
                                hint="ingest into a database for them, then logpipe export"))
         try:
-            fleet = ingest_to_lake(list(paths), lake, engine=engine, address=address,
+            fleet = ingest_to_lake(list(paths), lake, runner=runner or "local",
+                                   address=address,
                                    workers=workers, env=env_pairs, tags=tag_pairs,
                                    tiers_file=tiers, keep_request_text=keep_request_text,
                                    tz=tz)

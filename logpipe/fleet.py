@@ -1,6 +1,6 @@
 """Fleet ingest into a Parquet lake: folders of files parsed as parallel tasks.
 
-``logpipe ingest PATHS --lake DIR [--engine ray --address auto]``.  The files are grouped
+``logpipe ingest PATHS --lake DIR [--runner ray --address auto]``.  The files are grouped
 by folder (records are linked to runs of their own folder, so a folder is the unit that
 links the same alone as with everything else) and every group with a new or changed file
 becomes one task.  A task runs the ordinary ingest (:func:`logpipe.ingest.ingest_files`,
@@ -43,13 +43,13 @@ from logpipe.readers import read_head
 from logpipe.sources import HEAD_BYTES, detect
 from logpipe.store import Store
 
-ENGINES = ("local", "ray")
+RUNNERS = ("local", "ray")
 
 
 @dataclass
 class FleetResult:
     lake: str
-    engine: str
+    runner: str
     workers: int
     groups: int = 0
     groups_skipped: int = 0
@@ -139,29 +139,30 @@ def _contract() -> dict[str, Any]:
         return lakes.contract_of(store)
 
 
-def ingest_to_lake(paths: list[Path], lake: Path, *, engine: str = "local",
+def ingest_to_lake(paths: list[Path], lake: Path, *, runner: str = "local",
                    address: str | None = None, workers: int = 2,
                    env: dict[str, str] | None = None, tags: dict[str, str] | None = None,
                    tiers_file: Path | None = None, keep_request_text: bool = False,
                    tz: str | None = None,
                    on_group: Callable[[int, int], None] | None = None) -> FleetResult:
-    """Ingest ``paths`` into the lake ``lake`` with ``engine`` (``local`` or ``ray``)."""
-    if engine not in ENGINES:
-        raise InputError(f"unknown engine {engine!r}", hint="use one of: local, ray")
+    """Ingest ``paths`` into the lake ``lake``, the tasks run by ``runner`` (``local`` or
+    ``ray``)."""
+    if runner not in RUNNERS:
+        raise InputError(f"unknown runner {runner!r}", hint="use one of: local, ray")
     started = time.perf_counter()
     lake = Path(lake)
     with lakes.writer_lock(lake):
-        result = _ingest_to_lake(paths, lake, engine, address, workers, {
+        result = _ingest_to_lake(paths, lake, runner, address, workers, {
             "env": env or {}, "tags": tags or {}, "keep_request_text": keep_request_text,
             "tz": tz, "tiers": str(tiers_file) if tiers_file else None}, on_group)
     result.seconds = time.perf_counter() - started
     return result
 
 
-def _ingest_to_lake(paths: list[Path], lake: Path, engine: str, address: str | None,
+def _ingest_to_lake(paths: list[Path], lake: Path, runner: str, address: str | None,
                     workers: int, options: dict[str, Any],
                     on_group: Callable[[int, int], None] | None) -> FleetResult:
-    result = FleetResult(str(lake), engine, workers)
+    result = FleetResult(str(lake), runner, workers)
     groups, result.groups_skipped = plan_groups(paths, lake)
     result.groups = len(groups)
     done = lakes.read_manifest(lake)["tables"]
@@ -174,7 +175,7 @@ def _ingest_to_lake(paths: list[Path], lake: Path, engine: str, address: str | N
         jobs.append(([(str(f), str(r)) for f, r in members], str(staging_root / f"g{n}"),
                      mine, options))
     try:
-        outcomes = _run(jobs, engine, address, workers, on_group)
+        outcomes = _run(jobs, runner, address, workers, on_group)
         merged: dict[str, dict[str, Any]] = {}
         reread: set[str] = set()  # files whose rows this ingest replaces (failed ones keep)
         for (pairs, _, _, _), outcome in zip(jobs, outcomes, strict=True):
@@ -293,13 +294,13 @@ def _names_of(con: Any, files: list[str]) -> set[str]:
     return {n for (n,) in con.execute("SELECT name FROM read_parquet(?)", [files]).fetchall()}
 
 
-def _run(jobs: list[tuple[Any, ...]], engine: str, address: str | None, workers: int,
+def _run(jobs: list[tuple[Any, ...]], runner: str, address: str | None, workers: int,
          on_group: Callable[[int, int], None] | None) -> list[Any]:
     """Each job's result, or the exception it raised, in order."""
     out: list[Any] = []
     if not jobs:
         return out  # nothing new: no Ray to start
-    if engine == "local":
+    if runner == "local":
         for n, job in enumerate(jobs):
             try:
                 out.append(ingest_group(*job))
@@ -311,7 +312,7 @@ def _run(jobs: list[tuple[Any, ...]], engine: str, address: str | None, workers:
     try:
         import ray
     except ImportError as exc:
-        raise InputError("the ray engine needs Ray", hint="pip install 'logpipe[ray]'"
+        raise InputError("the ray runner needs Ray", hint="pip install 'logpipe[ray]'"
                          ) from exc
     started_here = not ray.is_initialized()
     if started_here:

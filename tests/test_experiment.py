@@ -533,6 +533,43 @@ def test_ab_with_phases_against_the_real_sglang_cpu_server(tmp_path: Path) -> No
     assert not ex.agreement.startswith("unexplained"), ex.agreement
 
 
+@pytest.mark.skipif(not os.environ.get("LOGPIPE_REAL_SGLANG"),
+                    reason="set LOGPIPE_REAL_SGLANG to the sglang-cpu folder to run")
+def test_launch_profile_5_against_the_real_sglang_cpu_server(tmp_path: Path) -> None:
+    """`launch --profile 5` on the real CPU engine (as sample_logs/real-cpu-profiled): a
+    linked trace, a bounded profiled window, steady lines outside it, and a compare against
+    an unprofiled launch that uses them."""
+    from logpipe.compare import compare
+
+    cpu = Path(os.environ["LOGPIPE_REAL_SGLANG"])
+    py = str(cpu / "venv" / "bin" / "python")
+    bench_cmd = shlex.join([
+        py, "-m", "sglang.bench_serving", "--backend", "sglang", "--host", "127.0.0.1",
+        "--port", "{port}", "--dataset-name", "random-ids", "--random-input-len", "64",
+        "--random-output-len", "32", "--num-prompts", "48", "--max-concurrency", "4",
+        "--seed", "1", "--tokenizer", str(cpu / "tinymodel"),
+        "--output-file", "{out}/bench_serving.jsonl"])
+    port = free_port()
+    server_cmd = [py, "-m", "sglang.launch_server", "--model-path", str(cpu / "tinymodel"),
+                  "--device", "cpu", "--host", "127.0.0.1", "--port", str(port),
+                  "--attention-backend", "torch_native", "--max-total-tokens", "8192",
+                  "--decode-log-interval", "1"]
+    db = tmp_path / "db.duckdb"
+    for name, steps in (("p5", 5), ("plain", None)):
+        res = launch(server_cmd, LaunchOptions(
+            name=name, out=tmp_path / name, bench=bench_cmd, db=db, ready_timeout=400,
+            profile_steps=steps, env={"SGLANG_USE_CPU_ENGINE": "1"}))
+        assert res.status == "ok", (res.message, res.tail)
+    assert query(db, "SELECT r.name, t.link_method FROM traces t JOIN runs r USING (run_id)") \
+        == [("p5", "profile id")]
+    rows = dict(query(db, "SELECT r.name, count(*) FILTER (state = 'profiled') FROM runs r "
+                          "JOIN batch_states b USING (run_id) GROUP BY 1"))
+    assert 0 < rows["p5"] <= 10 and rows["plain"] == 0
+    assert query(db, "SELECT count(*) FROM runs WHERE profiled") == [(0,)]
+    (c,) = compare(str(db), ["p5", "plain"])
+    assert c.exit_code == 0 and c.verdict == "same configuration", c.notes
+
+
 _BLOCKED = """
 import sys
 class Block:

@@ -255,13 +255,13 @@ def test_fleet_ingest_equals_one_process_ingest_and_adds_nothing_again(tmp_path:
     db, single, out = tmp_path / "db.duckdb", tmp_path / "single", tmp_path / "lake"
     ingest_paths([logs], db)
     lake.export(db, single)
-    result = fleet.ingest_to_lake([logs], out, engine="local")
+    result = fleet.ingest_to_lake([logs], out, runner="local")
     assert result.groups == 6 and not result.tasks_failed and not result.files_failed
     assert len(result.duplicates) == 1 and "rack-c" in result.duplicates[0]
     assert_same_tables(single, out)
     names = sorted(n for (n,) in open_db(out).all("SELECT name FROM runs"))
     assert "node0~2" in names and len(set(names)) == len(names)
-    again = fleet.ingest_to_lake([logs], out, engine="local")
+    again = fleet.ingest_to_lake([logs], out, runner="local")
     # (the duplicate has no sources row, so its folder is read again, and dropped again)
     assert again.groups == 1 and again.groups_skipped == 5 and again.units_written == 0
     assert_same_tables(single, out)
@@ -271,7 +271,7 @@ def test_fleet_ingest_equals_one_process_ingest_and_adds_nothing_again(tmp_path:
     node.write_text(node.read_text() + node.read_text().splitlines(keepends=True)[-1])
     ingest_paths([logs], db)
     lake.export(db, single)
-    third = fleet.ingest_to_lake([logs], out, engine="local")
+    third = fleet.ingest_to_lake([logs], out, runner="local")
     assert third.groups == 2 and 0 < third.units_written
     # every row alike; only sources.sha256 differs by definition: the database chains
     # the hash of the appended bytes to the earlier one, the lake's task read it whole
@@ -296,14 +296,14 @@ def test_a_failed_task_leaves_nothing_visible(tmp_path: Path, monkeypatch: pytes
         return outcome
 
     monkeypatch.setattr(fleet, "ingest_group", dies_after_staging)
-    result = fleet.ingest_to_lake([logs], out, engine="local")
+    result = fleet.ingest_to_lake([logs], out, runner="local")
     assert len(result.tasks_failed) == 2 and "worker lost" in result.tasks_failed[0]
     paths = {p for (p,) in open_db(out).all("SELECT DISTINCT source_path FROM batches")}
     assert paths and not any("rack-b" in p for p in paths)
     assert not any("rack-b" in str(p) for p in out.rglob("*.parquet"))
     assert not (out / lake.STAGING).exists()
     monkeypatch.setattr(fleet, "ingest_group", real)
-    retry = fleet.ingest_to_lake([logs], out, engine="local")
+    retry = fleet.ingest_to_lake([logs], out, runner="local")
     assert retry.groups == 3  # only the failed folders are read again (and the duplicate)
     paths = {p for (p,) in open_db(out).all("SELECT DISTINCT source_path FROM batches")}
     assert any("rack-b" in p for p in paths)
@@ -315,13 +315,15 @@ def test_fleet_ingest_on_a_local_ray(tmp_path: Path) -> None:
     db, single, out = tmp_path / "db.duckdb", tmp_path / "single", tmp_path / "lake"
     ingest_paths([logs], db)
     lake.export(db, single)
-    cli = runner.invoke(app, ["ingest", str(logs), "--lake", str(out), "--engine", "ray",
+    cli = runner.invoke(app, ["ingest", str(logs), "--lake", str(out), "--runner", "ray",
                               "--workers", "2"])
     assert cli.exit_code == 0, cli.output
     assert "with ray (2 workers): 6 folder(s) read" in cli.stdout
     assert_same_tables(single, out)
+    # the old spelling still works, and says it is old
     again = runner.invoke(app, ["ingest", str(logs), "--lake", str(out), "--engine", "ray"])
     assert again.exit_code == 0 and "1 folder(s) read, 5 unchanged" in again.stdout
+    assert "--engine is deprecated for ingest: use --runner ray" in again.output
     assert_same_tables(single, out)
 
 

@@ -98,6 +98,9 @@ def phase_line(p: Phase) -> str:
     parts = []
     if p.span_ms is not None:
         parts.append(f"span {p.span_ms:.2f} ms")
+    if p.span_ms is None and p.kernel_ms == 0:  # CPU activities only: no device side
+        host = f"host {p.cpu_ms:.2f} ms, " if p.cpu_ms is not None else ""
+        return f"{head}: {host}no device kernels (a CPU-only trace)"
     classes = ", ".join(f"{k} {v:.3f}" for k, v in
                         sorted(p.by_class.items(), key=lambda kv: -kv[1]) if v > 0)
     busy = f"{p.busy:.0%} busy" if p.busy is not None else ""

@@ -98,8 +98,8 @@ def export_summary(result: ExportResult) -> str:
 
 def fleet_summary(result: FleetResult) -> str:
     """What a fleet ingest into a lake did."""
-    lines = [f"Ingested into the lake {result.lake} with {result.engine}"
-             + (f" ({result.workers} workers)" if result.engine == "ray" else "")
+    lines = [f"Ingested into the lake {result.lake} with {result.runner}"
+             + (f" ({result.workers} workers)" if result.runner == "ray" else "")
              + f": {result.groups} folder(s) read, {result.groups_skipped} unchanged",
              f"  files: {result.files}, {result.bytes_read / 1e6:.1f} MB; parts: "
              f"{result.units_written} written, {result.units_kept} unchanged",
