@@ -942,10 +942,10 @@ def _judge_plan(result: PlanResult, db: Path, options: Any) -> None:
     if plan.sweep_key is not None:
         from logpipe.sweep import sweep
 
-        names = ", ".join("'" + res.name.replace("'", "''") + "'"
-                          for _, _, res in result.launches)
         try:
-            result.sweep = sweep(str(db), plan.sweep_key, where=f"name IN ({names})")
+            result.sweep = sweep(str(db), plan.sweep_key,
+                                 run_ids=[r for _, _, res in result.launches
+                                          for r in res.run_ids])
         except LogpipeError as exc:
             result.notes.append(f"no sweep over {plan.sweep_key}: {exc}")
     if result.comparisons:

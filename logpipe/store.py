@@ -389,10 +389,11 @@ class Store:
         names = [d[0] for d in cur.description]
         return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
 
-    def query(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
-        """Run user SQL; returns column names and rows."""
+    def query(self, sql: str, params: list[Any] | None = None
+              ) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """Run user SQL (with ``params`` for its ``?``); returns column names and rows."""
         try:
-            cur = self.con.execute(sql)
+            cur = self.con.execute(sql, params or [])
             if cur.description is None:
                 return [], []
             return [d[0] for d in cur.description], cur.fetchall()

@@ -15,6 +15,7 @@ noise); otherwise it is labelled unreplicated.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,14 +86,20 @@ def _ci_of_median(x: np.ndarray, confidence: float = 0.95) -> tuple[float, float
 
 
 def sweep(db: str, by: str, where: str | None = None, threshold: float = 0.03,
-          alpha: float = 0.05) -> SweepResult:
-    """Sweep over ``by`` among the runs matching ``where`` (SQL on ``runs``)."""
+          alpha: float = 0.05, run_ids: Sequence[str] | None = None) -> SweepResult:
+    """Sweep over ``by`` among the runs matching ``where`` (the user's SQL condition on
+    ``runs``, from the command line) and, given ``run_ids``, among those runs only (a
+    parameter: callers never build SQL from run names)."""
     with open_db(db, read_only=True) as store:
         key = _resolve_key(store, by)
-        sql = "SELECT run_id, name, env_complete, profiled, role FROM runs"
+        sql = "SELECT run_id, name, env_complete, profiled, role FROM runs WHERE true"
+        params: list[Any] = []
+        if run_ids is not None:
+            sql += " AND list_contains(?, run_id)"
+            params.append(list(run_ids))
         if where:
-            sql += f" WHERE {where}"
-        _, rows = store.query(sql + " ORDER BY started_at NULLS LAST, name")
+            sql += f" AND ({where})"
+        _, rows = store.query(sql + " ORDER BY started_at NULLS LAST, name", params)
         excluded: list[tuple[str, str]] = []
         groups: dict[str, list[tuple[str, str, str | None, str]]] = {}
         for run_id, name, complete, profiled, role in rows:

@@ -40,11 +40,12 @@ def _parse(data: bytes, block_bytes: int, monkeypatch: pytest.MonkeyPatch, fast:
     out: dict[str, list] = {k: [] for k in ("batches", "http", "events", "rejects", "runs",
                                             "requests", "phases")}
     extras: list[object] = []
-    taken = 0
+    taken = batches_taken = 0
     for block in line_blocks(io.BytesIO(data), block_bytes):
         prepared = prepare_block(block, line_no, "2026-01-01")
         if prepared.fast is not None:
             taken += prepared.fast.batches.height + prepared.fast.http.height
+            batches_taken += prepared.fast.batches.height
         line_no += block.count(b"\n")
         chunk = finish_chunk(prepared, state)
         out["batches"].append(chunk.batches)
@@ -57,10 +58,17 @@ def _parse(data: bytes, block_bytes: int, monkeypatch: pytest.MonkeyPatch, fast:
         extras.append((chunk.noise, chunk.continuation,
                        [(la.run_seq, la.line_no, la.raw) for la in chunk.launches],
                        state.to_json()))
-    return {"frames": out, "extras": extras, "taken": taken}
+    return {"frames": out, "extras": extras, "taken": taken, "batches_taken": batches_taken}
 
 
 def _same(data: bytes, block_bytes: int, monkeypatch: pytest.MonkeyPatch) -> int:
+    """Both lanes give the same outputs; returns the lines the C lane took."""
+    return _same_counts(data, block_bytes, monkeypatch)[0]
+
+
+def _same_counts(data: bytes, block_bytes: int, monkeypatch: pytest.MonkeyPatch
+                 ) -> tuple[int, int]:
+    """As :func:`_same`; returns the lines and the batch lines the C lane took."""
     slow = _parse(data, block_bytes, monkeypatch, fast=False)
     fast = _parse(data, block_bytes, monkeypatch, fast=True)
     assert slow["extras"] == fast["extras"]
@@ -72,7 +80,7 @@ def _same(data: bytes, block_bytes: int, monkeypatch: pytest.MonkeyPatch) -> int
                 assert_frame_equal(a, b)
             except AssertionError as exc:
                 raise AssertionError(f"{name}, block {i}: {exc}") from None
-    return int(fast["taken"])  # type: ignore[arg-type]
+    return int(fast["taken"]), int(fast["batches_taken"])  # type: ignore[call-overload]
 
 
 def _sample_logs() -> list[Path]:
@@ -83,8 +91,17 @@ def _sample_logs() -> list[Path]:
 @pytest.mark.parametrize("path", _sample_logs(), ids=lambda p: str(p.relative_to(SAMPLES)))
 def test_every_sample_log_parses_the_same(path: Path, monkeypatch: pytest.MonkeyPatch):
     data = path.read_bytes()
-    _same(data, 1 << 20, monkeypatch)
+    _, batches = _same_counts(data, 1 << 20, monkeypatch)
     _same(data, 700, monkeypatch)  # many block boundaries
+    if batches == 0:  # then both runs above read every line with polars: nothing compared
+        rel = path.relative_to(SAMPLES)
+        batch_lines = data.count(b"Prefill batch") + data.count(b"Decode batch")
+        # only lines wrapped by another program (docker, kubectl, Ray, Python logging,
+        # CRLF), left to polars, which unwraps them, or no SGLang batch line at all
+        assert batch_lines == 0 or rel.parts[0] == "wrappers", \
+            f"the C lane took none of the {batch_lines} batch lines of {rel}"
+        pytest.skip("the C lane took no batch line of this file (wrapped lines or no "
+                    "SGLang batch line): the comparison is vacuous")
 
 
 @needs_lane

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from logpipe.cli import app
 from logpipe.ingest import ingest_paths
-from tests.conftest import SAMPLES
+from tests.conftest import SAMPLES, query
 
 runner = CliRunner()
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -42,6 +42,20 @@ def test_sweep_finds_two_steps(sample_db: Path) -> None:
                                          "launch noise unknown: one launch per value)")
     assert out["groups"][0]["replicated"] is False
     assert points["2"]["launches"] == [75.9, 75.9] and points["1"]["launches"] == [70.5]
+
+
+def test_sweep_of_chosen_run_ids_sees_only_them(sample_db: Path) -> None:
+    from logpipe.sweep import sweep
+
+    picked = dict(query(sample_db, "SELECT name, run_id FROM runs WHERE name IN "
+                                   "('baseline-untuned', 'eagle3-steps3', 'eagle3-steps5')"))
+    result = sweep(str(sample_db), "speculative_num_steps", run_ids=list(picked.values()))
+    (group,) = result.groups
+    assert sorted(p.value for p in group.points) == ["3", "5"]
+    assert result.excluded == []
+    # a run id is a parameter, never SQL: a quote in it selects nothing, breaks nothing
+    none = sweep(str(sample_db), "speculative_num_steps", run_ids=["x' OR true --"])
+    assert none.groups == [] and none.excluded == []
 
 
 def test_sweep_reports_ties(tmp_path: Path) -> None:

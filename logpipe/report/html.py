@@ -403,9 +403,8 @@ def build_report(db: str | Path, out: str | Path, refs: list[str] | None = None,
         for title, body in _experiments(store, runs):
             blocks.append(("section", title, body))
         names = [n for _, n in runs]
-        quoted = ", ".join("'" + n.replace("'", "''") + "'" for n in names)
         try:
-            result = sweep(str(db), "speculative_num_steps", where=f"name IN ({quoted})")
+            result = sweep(str(db), "speculative_num_steps", run_ids=[r for r, _ in runs])
         except LogpipeError:
             result = None
         fig = _sweep_figure(result) if result is not None else None

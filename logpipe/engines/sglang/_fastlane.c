@@ -50,6 +50,7 @@ static int buf_reserve(buf_t *b, size_t extra) {
 }
 
 static int buf_put(buf_t *b, const void *src, size_t n) {
+    if (n == 0) return 0; /* memcpy with a NULL pointer is undefined even for 0 bytes */
     if (buf_reserve(b, n)) return -1;
     memcpy(b->p + b->n, src, n);
     b->n += n;
