@@ -3,8 +3,9 @@
 SGLang's log never states the GPU, driver, package versions or environment variables, so
 the environment comes from (highest precedence first): ``--env KEY=VALUE`` on the command
 line, a sidecar manifest ``<log>.env.json``, an ``env.json`` in the log's folder or the
-nearest parent up to the ingest root, and facts harvested from the log itself (server
-arguments, format era).  Every value keeps its source.
+nearest parent up to the ingest root, a ``collect_env.txt`` report there or beside the log
+(``python -m vllm.collect_env``: :mod:`logpipe.collect_env`), and facts harvested from the
+log itself (server arguments, format era).  Every value keeps its source.
 
 Keys are flat strings: environment variables by name (``NCCL_ALGO``), ``arg.<server arg>``,
 ``pkg.<package>``, ``gpu.*``, ``cuda.*``, ``host.*``, ``manifest.*``, ``tag.<name>``, and
@@ -38,6 +39,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from logpipe import collect_env
 from logpipe.errors import InputError
 from logpipe.redaction import is_secret_key
 from logpipe.releases import in_range
@@ -279,6 +281,8 @@ def capture(command: list[str] | None = None, environ: Mapping[str, str] | None 
 # --------------------------------------------------------------------------- manifests
 
 def load_manifest(path: Path) -> dict[str, Any]:
+    if collect_env.is_report_name(path):
+        return collect_env.load(path)
     try:
         data = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError) as exc:
@@ -307,6 +311,8 @@ def flatten_manifest(m: Mapping[str, Any]) -> dict[str, Any]:
         flat["gpu.uuids"] = ",".join(str(d.get("uuid")) for d in devices if d.get("uuid"))
     if gpu.get("cuda_version"):
         flat["cuda.version"] = gpu["cuda_version"]
+    for k, v in (m.get("cuda") or {}).items():  # a collect_env report's CUDA facts
+        flat[f"cuda.{k}"] = v
     for k, v in (m.get("packages") or {}).items():
         flat[f"pkg.{k}"] = v
     for k, v in (m.get("host") or {}).items():
@@ -337,12 +343,15 @@ def flatten_manifest(m: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def is_manifest_name(path: Path) -> bool:
-    return path.name in MANIFEST_NAMES or path.name.endswith(SIDECAR_SUFFIX)
+    return (path.name in MANIFEST_NAMES or path.name.endswith(SIDECAR_SUFFIX)
+            or collect_env.is_report_name(path))
 
 
 def discover(log: Path, root: Path) -> list[Path]:
-    """Manifests for ``log``, lowest precedence first: folder ``env.json`` files from the
-    ingest root down to the log's folder (nearest wins), then the sidecar."""
+    """Manifests for ``log``, lowest precedence first: the nearest ``collect_env.txt``
+    report from the ingest root down to the log's folder, the nearest folder ``env.json``
+    (what ``logpipe`` captured outranks what a report says), then the sidecars (a
+    ``<log>.collect_env.txt`` report below a ``<log>.env.json``)."""
     log = log.resolve()
     root = root.resolve()
     if root.is_file():
@@ -355,18 +364,19 @@ def discover(log: Path, root: Path) -> list[Path]:
         if folder == root or folder.parent == folder or root not in folder.parents:
             break
         folder = folder.parent
-    nearest = next((f / "env.json" for f in chain if (f / "env.json").is_file()), None)
-    if nearest is not None:
-        found.append(nearest)
-    stem = log.name
-    candidates = [log.with_name(stem + SIDECAR_SUFFIX)]
+    for name in (*collect_env.NAMES, "env.json"):
+        nearest = next((f / name for f in chain if (f / name).is_file()), None)
+        if nearest is not None:
+            found.append(nearest)
+    stems = [log.name]
     for suffix in (".gz", ".zst", ".zstd"):
-        if stem.endswith(suffix):
-            candidates.append(log.with_name(stem[: -len(suffix)] + SIDECAR_SUFFIX))
-    for c in candidates:
-        if c.is_file():
-            found.append(c)
-            break
+        if log.name.endswith(suffix):
+            stems.append(log.name[: -len(suffix)])
+    for sidecar in (collect_env.SIDECAR_SUFFIX, SIDECAR_SUFFIX):
+        for c in (log.with_name(stem + sidecar) for stem in stems):
+            if c.is_file():
+                found.append(c)
+                break
     return found
 
 
@@ -574,7 +584,8 @@ def build_env(
     env = RunEnv()
     entries = env.entries
     for label, manifest in manifests:
-        env.complete = True
+        # a report without the run's variables (torch's collect_env) leaves them unknown
+        env.complete = env.complete or bool(manifest.get("env_captured", True))
         env.manifests.append(label)
         for key, value in flatten_manifest(manifest).items():
             entries[key] = Entry(value, label)
