@@ -127,8 +127,8 @@ def ingest(
     (copytruncate, `> server.log`) keeps its rows and is read on from its new content; a
     rotated file's rows follow it.  Rows are deleted only with --replace.
     Environment manifests (<log>.env.json, env.json in the folder or a parent, and
-    collect_env.txt reports) are attached to their runs.  Exit 0 when every file was ingested or skipped, 2 when any
-    failed.
+    collect_env.txt reports) are attached to their runs.  Exit 0 when every file was
+    ingested or skipped, 2 when any failed.
     """
     from logpipe.ingest import ingest_paths
     from logpipe.report import fleet_summary, ingest_summary

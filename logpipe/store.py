@@ -249,6 +249,8 @@ class Store:
         """Apply pending migrations and recreate the views when ``views.sql`` (or the
         schema) changed since they were created; returns the versions applied."""
         con = self.con
+        self.__dict__.pop("_column_types", None)
+        self._columns.clear()
         if self._bookkeeping("schema_migrations") is None:
             con.execute(
                 "CREATE TABLE schema_migrations "
@@ -347,15 +349,15 @@ class Store:
         return self.con.execute(sql, params or []).fetchall()
 
     def columns(self, table: str, schema: str = "main") -> list[tuple[str, str]]:
-        """``(name, type)`` of a table or view of ``schema``, in order."""
-        return [
-            (r[0], r[1])
-            for r in self.all(
+        """``(name, type)`` of a table or view of ``schema``, in order (asked once per
+        open store: only :meth:`migrate` changes them)."""
+        memo = self.__dict__.setdefault("_column_types", {})
+        if (schema, table) not in memo:
+            memo[(schema, table)] = [(r[0], r[1]) for r in self.all(
                 "SELECT column_name, data_type FROM information_schema.columns "
                 "WHERE table_name = ? AND table_schema = ? ORDER BY ordinal_position",
-                [table, schema],
-            )
-        ]
+                [table, schema])]
+        return list(memo[(schema, table)])
 
     def source_id(self, path: str) -> int:
         """The integer of the file at ``path`` in ``sources``; a file seen for the first

@@ -92,7 +92,10 @@ def _sample_logs() -> list[Path]:
 def test_every_sample_log_parses_the_same(path: Path, monkeypatch: pytest.MonkeyPatch):
     data = path.read_bytes()
     _, batches = _same_counts(data, 1 << 20, monkeypatch)
-    _same(data, 700, monkeypatch)  # many block boundaries
+    # many block boundaries, over the first 64 KiB (the whole of all but the real
+    # recordings, which repeat one shape of line for 160 KB)
+    head = data[: data.rfind(b"\n", 0, 1 << 16) + 1] if len(data) > 1 << 16 else data
+    _same(head, 700, monkeypatch)
     if batches == 0:  # then both runs above read every line with polars: nothing compared
         rel = path.relative_to(SAMPLES)
         batch_lines = data.count(b"Prefill batch") + data.count(b"Decode batch")

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import duckdb
 
-from logpipe import clock, interrupts
+from logpipe import clock, interrupts, summaries
 from logpipe.engines import engine_for_kind, engines
 from logpipe.env import Tiers, discover
 from logpipe.errors import LogpipeError
@@ -140,6 +140,9 @@ def ingest_files(files: list[tuple[Path, Path]], db: Path, options: EnvOptions,
                 result.unlinked = link_records(store)
                 apply_trace_env(store, options.tiers or Tiers.load())
                 store.derive_profiled()
+                # the statistics `check` reads, kept per run: recomputed here for the runs
+                # whose data changed, so that no read command classifies them again
+                summaries.refresh(store)
         except KeyboardInterrupt:
             result.interrupted = True
             result.seconds = time.perf_counter() - started

@@ -13,14 +13,16 @@ from logpipe.readers import lines_at
 from logpipe.store import Store
 
 COMPARED = {
-    # what a record line says, its timestamp text included: equal rows are the same line
-    "batches": ("ts", "ts_raw", "kind", "dp_rank", "tp_rank", "pp_rank", "ep_rank",
+    # what a record line says, its timestamp text included: equal rows are the same line.
+    # Read from the stored tables by source id (the public views join sources and labels
+    # for every row; a label's code stands for its text)
+    "batches": ("ts", "ts_raw", "kind_code", "dp_rank", "tp_rank", "pp_rank", "ep_rank",
                 "forward_iter", "mixed_chunk", "new_seq", "new_token", "cached_token",
                 "running_req", "queue_req", "num_token", "token_usage", "cuda_graph",
-                "graph_label", "gen_throughput", "input_throughput", "accept_len",
+                "graph_label_code", "gen_throughput", "input_throughput", "accept_len",
                 "accept_rate", "extra"),
     "events": ("ts", "kind", "message", "attrs"),
-    "http_requests": ("ts", "client", "method", "path", "protocol", "status"),
+    "http_requests": ("ts", "client", "method_code", "path", "protocol_code", "status"),
 }
 
 
@@ -44,7 +46,9 @@ def take_back_copies(store: Store, paths: list[str]) -> list[Copy]:
                 [path]):
             continue  # no records, or records without a date: nothing to tell a copy by
         for other in _candidates(store, path):
-            if _all_repeat(store, path, other) and _is_the_copy(store, path, other, mine) \
+            # cheapest test first: the record counts, then the timestamps alone, then
+            # every column, then the bytes
+            if _is_the_copy(store, path, other, mine) and _all_repeat(store, path, other) \
                     and _same_bytes(store, path, other):
                 runs = [r for (r,) in store.all("SELECT run_id FROM runs WHERE source_path = ?",
                                                 [path])]
@@ -56,9 +60,14 @@ def take_back_copies(store: Store, paths: list[str]) -> list[Copy]:
     return found
 
 
+def _table(name: str) -> str:
+    return f"logpipe_internal.{name}"
+
+
 def _records(store: Store, path: str) -> int:
-    return sum(_count(store, f"SELECT count(*) FROM {t} WHERE source_path = ?", [path])
-               for t in COMPARED)
+    return _count(store, "SELECT " + " + ".join(
+        f"(SELECT count(*) FROM {_table(t)} WHERE source_id = $1)" for t in COMPARED),
+        [store.source_id(path)])
 
 
 def _count(store: Store, sql: str, params: list[Any]) -> int:
@@ -75,15 +84,15 @@ def _candidates(store: Store, path: str) -> list[str]:
 
 
 def _all_repeat(store: Store, path: str, other: str) -> bool:
-    for table, cols in COMPARED.items():
-        col_list = ", ".join(cols)
-        if _count(
-                store,
-                f"SELECT count(*) FROM (SELECT {col_list} FROM {table} WHERE source_path = ? "
-                f"EXCEPT ALL SELECT {col_list} FROM {table} WHERE source_path = ?)",
-                [path, other]):
-            return False
-    return True
+    ids = [store.source_id(path), store.source_id(other)]
+    stamps = [f"(SELECT count(*) FROM (SELECT ts FROM {_table(t)} WHERE source_id = $1 "
+              f"EXCEPT ALL SELECT ts FROM {_table(t)} WHERE source_id = $2))" for t in COMPARED]
+    if _count(store, "SELECT " + " + ".join(stamps), ids):
+        return False
+    left = [f"(SELECT count(*) FROM (SELECT {', '.join(cols)} FROM {_table(t)} "
+            f"WHERE source_id = $1 EXCEPT ALL SELECT {', '.join(cols)} FROM {_table(t)} "
+            "WHERE source_id = $2))" for t, cols in COMPARED.items()]
+    return not _count(store, "SELECT " + " + ".join(left), ids)
 
 
 def _is_the_copy(store: Store, path: str, other: str, mine: int) -> bool:
@@ -105,8 +114,9 @@ def _same_bytes(store: Store, path: str, other: str) -> bool:
     for table, cols in COMPARED.items():
         on = " AND ".join(f"c.{c} IS NOT DISTINCT FROM o.{c}" for c in cols)
         pairs.update((int(a), int(b)) for a, b in store.all(
-            f"SELECT c.line_no, min(o.line_no) FROM {table} c JOIN {table} o ON {on} "
-            "WHERE c.source_path = ? AND o.source_path = ? GROUP BY 1", [path, other]))
+            f"SELECT c.line_no, min(o.line_no) FROM {_table(table)} c JOIN {_table(table)} o "
+            f"ON {on} WHERE c.source_id = ? AND o.source_id = ? GROUP BY 1",
+            [store.source_id(path), store.source_id(other)]))
     mine = lines_at(Path(path), set(pairs))  # a CRLF copy is another file
     theirs = lines_at(Path(other), set(pairs.values()))
     return bool(pairs) and all(
