@@ -57,6 +57,14 @@ def stale(store: Store) -> list[tuple[str, str]]:
         [rules_key(), rules_key()])]
 
 
+def rows_of(run_ids: list[str]) -> list[tuple[str, list[object]]]:
+    """``(sql, params)`` statements that select ``run_summary``'s rows of ``run_ids``,
+    computed now: one pass for many runs, one statement per run for a few."""
+    if len(run_ids) > _ONE_BY_ONE:
+        return [(_MANY_RUNS_SQL, [list(run_ids)])]
+    return [(ONE_RUN_SQL, [r, r]) for r in run_ids]
+
+
 def refresh(store: Store) -> int:
     """Recompute the statistics of stale runs and drop those of runs gone; returns the
     number recomputed.  Call inside a write transaction or with autocommit."""
@@ -64,22 +72,16 @@ def refresh(store: Store) -> int:
     store.con.execute("DELETE FROM logpipe_internal.run_summary_cache WHERE run_id NOT IN "
                       "(SELECT run_id FROM runs)")
     cols = ", ".join(STATS)
-    if len(todo) > _ONE_BY_ONE:
-        ids, keys = [r for r, _ in todo], [k for _, k in todo]
+    keys = dict(todo)
+    if todo:
         store.con.execute("DELETE FROM logpipe_internal.run_summary_cache WHERE run_id IN "
-                          "(SELECT unnest(?))", [ids])
+                          "(SELECT unnest(?))", [list(keys)])
+    for sql, params in rows_of(list(keys)):
         store.con.execute(
             f"INSERT INTO logpipe_internal.run_summary_cache (run_id, data_key, {cols}) "
-            f"SELECT a.run_id, k.key, {', '.join('a.' + c for c in STATS)} "
-            f"FROM ({_MANY_RUNS_SQL}) a JOIN (SELECT unnest(?) AS run_id, unnest(?) AS key) k "
-            "USING (run_id)", [ids, ids, keys])
-        return len(todo)
-    for run_id, key in todo:
-        store.con.execute("DELETE FROM logpipe_internal.run_summary_cache WHERE run_id = ?",
-                          [run_id])
-        store.con.execute(
-            f"INSERT INTO logpipe_internal.run_summary_cache (run_id, data_key, {cols}) "
-            f"SELECT run_id, ?, {cols} FROM ({ONE_RUN_SQL})", [key, run_id, run_id])
+            f"SELECT a.run_id, k.key, {', '.join('a.' + c for c in STATS)} FROM ({sql}) a "
+            "JOIN (SELECT unnest(?::VARCHAR[]) AS run_id, unnest(?::VARCHAR[]) AS key) k "
+            "USING (run_id)", [*params, list(keys), list(keys.values())])
     return len(todo)
 
 

@@ -328,6 +328,7 @@ def test_secrets_never_reach_the_database(tmp_path: Path, db: Path) -> None:
     assert query(db, "SELECT server_args->>'api_key' FROM runs") == [("<redacted>",)]
 
 
+@pytest.mark.slow
 def test_two_concurrent_ingests_wait_for_each_other_and_never_corrupt(tmp_path: Path,
                                                                       db: Path) -> None:
     """DuckDB lets one process write a database file: the second ingest waits (and says
@@ -351,6 +352,7 @@ def test_two_concurrent_ingests_wait_for_each_other_and_never_corrupt(tmp_path: 
                                                              "SELECT count(*) FROM sources")
 
 
+@pytest.mark.slow
 def test_kill_9_at_random_points_converges_to_the_right_rows(tmp_path: Path) -> None:
     """An ingest killed with SIGKILL at random moments (mid-parse, mid-load, mid-commit)
     leaves a database that opens, holds either none or all of a file's rows, and the next

@@ -197,7 +197,13 @@ def test_an_interrupted_export_leaves_the_previous_one_readable(
     assert_same_tables(db, out)
 
 
-def test_cli_export_and_lake_commands(sample_db: Path, tmp_path: Path) -> None:
+def test_cli_export_and_lake_commands(tmp_path: Path) -> None:
+    # a paired campaign with its regression, the mission's runs and a damaged file: every
+    # kind of check outcome, on a database small enough to check twice (a check reads the
+    # lake's Parquet files for every run it loads: the whole samples take 30 s)
+    sample_db = tmp_path / "db.duckdb"
+    assert not ingest_paths([SAMPLES / "real-cpu", SAMPLES / "mission", SAMPLES / "unpaired",
+                             SAMPLES / "damaged"], sample_db).failed
     out = tmp_path / "lake"
     first = runner.invoke(app, ["export", str(out), "--db", str(sample_db)])
     assert first.exit_code == 0, first.output
@@ -309,6 +315,7 @@ def test_a_failed_task_leaves_nothing_visible(tmp_path: Path, monkeypatch: pytes
     assert any("rack-b" in p for p in paths)
 
 
+@pytest.mark.slow
 def test_fleet_ingest_on_a_local_ray(tmp_path: Path) -> None:
     pytest.importorskip("ray")
     logs = _two_racks(tmp_path)

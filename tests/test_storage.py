@@ -287,6 +287,7 @@ def test_check_works_on_a_read_only_database_file(sample_db: Path, tmp_path: Pat
         tmp_path.chmod(stat.S_IRWXU)
 
 
+@pytest.mark.slow
 def test_a_reader_during_an_ingest_sees_the_last_committed_state(tmp_path: Path,
                                                                  db: Path) -> None:
     """A reader that finds an ingest holding the file gets in between two of its files

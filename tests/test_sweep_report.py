@@ -151,6 +151,7 @@ def test_report_is_self_contained_and_escaped(report_file: Path) -> None:
     assert "<td>h200-decode</td><td>0</td><td>verify</td><td>6</td>" in kernels
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed "
                     "(.ci/run installs it)")
 def test_report_renders_in_headless_chromium(report_file: Path, tmp_path: Path) -> None:

@@ -258,6 +258,7 @@ def _benchmark() -> Any:
     return module
 
 
+@pytest.mark.slow
 def test_large_trace_is_read_in_bounded_memory(tmp_path: Path) -> None:
     """Peak memory of the reader does not follow the file: 6× the events, about the same
     RSS (the database's own share is measured by benchmarks/trace_memory.py)."""

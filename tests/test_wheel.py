@@ -46,6 +46,7 @@ def _run(site: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           timeout=300)
 
 
+@pytest.mark.slow
 def test_installed_wheel_runs_ingest_compare_check_report(installed: Path,
                                                            tmp_path: Path) -> None:
     where = subprocess.run([sys.executable, "-c", "import logpipe; print(logpipe.__file__)"],

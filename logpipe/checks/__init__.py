@@ -319,10 +319,11 @@ def _summarise_once(store: Store, stale: list[str]) -> None:
     classified here, one at a time.  Nothing is written to the database."""
     try:
         store.con.execute(f"CREATE TEMP TABLE run_summary AS {summaries.SUMMARY_SQL}")
-        for run_id in stale:
-            store.con.execute("DELETE FROM temp.run_summary WHERE run_id = ?", [run_id])
-            store.con.execute(f"INSERT INTO temp.run_summary {summaries.ONE_RUN_SQL}",
-                              [run_id, run_id])
+        if stale:
+            store.con.execute("DELETE FROM temp.run_summary WHERE run_id IN "
+                              "(SELECT unnest(?))", [stale])
+        for sql, params in summaries.rows_of(stale):
+            store.con.execute(f"INSERT INTO temp.run_summary {sql}", params)
     except duckdb.Error:
         try:  # a database without the cache: the view, once
             store.con.execute("DROP TABLE IF EXISTS temp.run_summary")
