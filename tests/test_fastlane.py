@@ -29,8 +29,42 @@ needs_lane = pytest.mark.skipif(not fastlane.AVAILABLE, reason="C fast lane not 
 def test_extension_is_built_where_a_compiler_is():
     if shutil.which("cc") is None and shutil.which("gcc") is None:
         pytest.skip("no C compiler on this machine: the polars parser reads every line")
-    assert fastlane.AVAILABLE, ("a C compiler is present but "
-                                "logpipe.engines.sglang._fastlane was not built")
+    assert fastlane.AVAILABLE, ("a C compiler is present but the C lane is off: "
+                                + fastlane.UNAVAILABLE)
+
+
+@needs_lane
+def test_both_lanes_read_one_table_of_keys():
+    """The printed keys are batches.CANONICAL's alone: the C lane gets them with every
+    scan, and its typed slots are that table's columns."""
+    from logpipe.engines.sglang.batches import CANONICAL, COLUMNS
+
+    slots = [name for name, _ in fastlane._fastlane.CANON_SLOTS]
+    assert [(k.decode(), slots[i]) for k, i in fastlane._KEYS] == [
+        (k, col) for k, (col, _) in CANONICAL.items()]
+    assert set(slots) <= set(COLUMNS)
+    # a key the table gains is read by the C lane with no change to the C source
+    line = b"[2026-03-01 10:00:24 TP0] Decode batch. #running-req: 3, #token: 9, " \
+           b"gen throughput (token/s): 5.00, #queue-req: 0\n"
+    renamed = tuple((b"#running" if k == b"#running-req" else k, i) for k, i in fastlane._KEYS)
+    out = fastlane._fastlane.scan(line.replace(b"#running-req", b"#running"),
+                                  fastlane._PHRASES, renamed, b" graph")
+    running = fastlane._kept(out["batch"], fastlane._BATCH_KINDS)["running_req"].to_list()
+    assert running == [3]
+
+
+def test_a_lane_whose_slots_are_not_the_table_is_refused():
+    class Lane:
+        CANON_SLOTS = (("new_seq", "float"),)  # batches.COLUMNS says Int64
+
+    with pytest.raises(ValueError, match="new_seq"):
+        fastlane._keys(Lane)
+
+    class Short:
+        CANON_SLOTS = (("new_seq", "int"), ("cuda_graph", "bool"))
+
+    with pytest.raises(ValueError, match="no C slot"):
+        fastlane._keys(Short)
 
 
 def _parse(data: bytes, block_bytes: int, monkeypatch: pytest.MonkeyPatch, fast: bool

@@ -239,6 +239,35 @@ def test_a_stats_line_without_its_fields_is_a_reject(tmp_path: Path) -> None:
     assert line == 11 and "without its throughputs" in reason
 
 
+def test_debug_idle_windows_are_read_and_never_steady(tmp_path: Path) -> None:
+    """With VLLM_LOGGING_LEVEL=DEBUG an idle engine's stats lines are printed at DEBUG
+    (0.6.6 logs them with logger.debug when both throughputs were 0 twice): they are
+    windows like the others, with 0 running, and the window after them (its interval holds
+    the idle time) is not steady either."""
+    idle = ("DEBUG 01-08 16:42:{s:02d} metrics.py:467] Avg prompt throughput: 0.0 tokens/s, "
+            "Avg generation throughput: 0.0 tokens/s, Running: 0 reqs, Swapped: 0 reqs, "
+            "Pending: 0 reqs, GPU KV cache usage: 0.0%, CPU KV cache usage: 0.0%.\n")
+    busy = ("INFO 01-08 16:43:{s:02d} metrics.py:467] Avg prompt throughput: 0.0 tokens/s, "
+            "Avg generation throughput: {t:.1f} tokens/s, Running: 3 reqs, Swapped: 0 reqs, "
+            "Pending: 0 reqs, GPU KV cache usage: 3.0%, CPU KV cache usage: 0.0%.\n")
+    log = tmp_path / "server.log"
+    log.write_text((ERAS / "v0.6.6.log").read_text()
+                   + "".join(idle.format(s=s) for s in (30, 45))
+                   + "".join(busy.format(s=s, t=28.0 + s / 10) for s in (0, 5, 10, 15, 20)))
+    db = tmp_path / "db.duckdb"
+    assert not ingest_paths([log], db).failed
+    assert query(db, "SELECT count(*) FROM rejects") == [(0,)]
+    rows = query(db, "SELECT running_req, gen_throughput, state, reason FROM batch_states "
+                     "WHERE ts >= (SELECT max(ts) FROM batch_states WHERE running_req = 0) "
+                     "- INTERVAL 15 SECOND ORDER BY line_no")
+    assert [(r[0], r[2]) for r in rows] == [
+        (0, "idle"), (0, "idle"), (3, "warmup"), (3, "steady"), (3, "steady"), (3, "steady"),
+        (3, "warmup")]
+    assert rows[2][3].startswith("first stats window after idle")
+    assert query(db, "SELECT count(*) FROM server_samples WHERE running = 0 AND kind = "
+                     "'window'") == [(2,)]
+
+
 def test_vllm_files_are_their_own_kind_and_sglang_samples_are_not() -> None:
     for path in [*ERAS.glob("*.log"), *WRAPPERS.glob("*.log")]:
         kind = detect(path.read_text(errors="replace"))

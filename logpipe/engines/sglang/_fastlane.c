@@ -487,25 +487,28 @@ static int has_phrase(const phrases_t *ph, const char *s, const char *e) {
 
 /* ---------------------------------------------------------------- batch lines */
 
+/* The typed columns a batch line fills (slots).  Which printed key fills which slot is
+ * not written here: the polars lane's table (``batches.CANONICAL``, and its graph suffix)
+ * is handed to every scan, and ``fastlane.py`` checks at import that these slots are its
+ * columns with its types (``CANON_SLOTS``), so the two lanes read one table. */
 enum { K_NEW_SEQ, K_NEW_TOKEN, K_CACHED, K_RUNNING, K_QUEUE, K_TOKEN, K_USAGE, K_GEN,
        K_INPUT, K_ACCEPT_LEN, K_ACCEPT_RATE, K_GRAPH, N_CANON };
 static const int CANON_INT[N_CANON] = {1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
 
-static int canon_of(const char *k, size_t n) {
-#define IS(lit) (n == sizeof(lit) - 1 && memcmp(k, lit, n) == 0)
-    if (IS("#new-seq")) return K_NEW_SEQ;
-    if (IS("#new-token")) return K_NEW_TOKEN;
-    if (IS("#cached-token")) return K_CACHED;
-    if (IS("#running-req")) return K_RUNNING;
-    if (IS("#queue-req")) return K_QUEUE;
-    if (IS("#token") || IS("#full token")) return K_TOKEN;
-    if (IS("token usage") || IS("full token usage")) return K_USAGE;
-    if (IS("gen throughput (token/s)")) return K_GEN;
-    if (IS("input throughput (token/s)")) return K_INPUT;
-    if (IS("accept len")) return K_ACCEPT_LEN;
-    if (IS("accept rate")) return K_ACCEPT_RATE;
-#undef IS
-    if (n > 6 && memcmp(k + n - 6, " graph", 6) == 0) return K_GRAPH;
+typedef struct {
+    const char **s;
+    size_t *n;
+    int *slot;
+    Py_ssize_t count;
+    const char *suffix; /* a key ending in it is the graph flag ("cuda graph", "cpu graph") */
+    size_t suffix_n;
+} keys_t;
+
+static int canon_of(const keys_t *kt, const char *k, size_t n) {
+    for (Py_ssize_t i = 0; i < kt->count; i++)
+        if (kt->n[i] == n && memcmp(k, kt->s[i], n) == 0) return kt->slot[i];
+    if (n > kt->suffix_n && memcmp(k + n - kt->suffix_n, kt->suffix, kt->suffix_n) == 0)
+        return K_GRAPH;
     return -1;
 }
 
@@ -538,7 +541,8 @@ typedef struct {
 #define HEAD_SCAN 96
 
 /* 1 if msg..e is a batch line the fast lane reads exactly as the polars parser does */
-static int parse_batch(const char *msg, const char *e, batch_t *b, const phrases_t *ph) {
+static int parse_batch(const char *msg, const char *e, batch_t *b, const phrases_t *ph,
+                       const keys_t *kt) {
     const char *q = msg;
     if (e - q >= 13 && memcmp(q, "Prefill batch", 13) == 0) { b->kind = 0; q += 13; }
     else if (e - q >= 12 && memcmp(q, "Decode batch", 12) == 0) { b->kind = 1; q += 12; }
@@ -590,7 +594,7 @@ static int parse_batch(const char *msg, const char *e, batch_t *b, const phrases
             const char *ks = p, *ke = colon, *vs = colon + 2, *ve = pe;
             strip(&ks, &ke);
             strip(&vs, &ve);
-            int c = canon_of(ks, (size_t)(ke - ks));
+            int c = canon_of(kt, ks, (size_t)(ke - ks));
             if ((c < 0 || c == K_GRAPH) && has_phrase(ph, ks, ke)) return 0;
             if (c < 0 && has_phrase(ph, vs, ve)) return 0;
             if (c >= 0) {
@@ -850,17 +854,47 @@ static int hand_on(char *keep, col_t *slow_idx, buf_t *slow, int64_t idx, const 
 static PyObject *scan(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer view;
-    PyObject *phrase_tuple;
-    if (!PyArg_ParseTuple(args, "y*O!", &view, &PyTuple_Type, &phrase_tuple)) return NULL;
+    PyObject *phrase_tuple, *key_tuple;
+    const char *suffix;
+    Py_ssize_t suffix_n;
+    if (!PyArg_ParseTuple(args, "y*O!O!y#", &view, &PyTuple_Type, &phrase_tuple, &PyTuple_Type,
+                          &key_tuple, &suffix, &suffix_n)) return NULL;
     phrases_t ph = {0};
     ph.count = PyTuple_GET_SIZE(phrase_tuple);
     ph.s = calloc((size_t)ph.count + 1, sizeof *ph.s);
     ph.n = calloc((size_t)ph.count + 1, sizeof *ph.n);
+    keys_t kt = {0};
+    kt.count = PyTuple_GET_SIZE(key_tuple);
+    kt.s = calloc((size_t)kt.count + 1, sizeof *kt.s);
+    kt.n = calloc((size_t)kt.count + 1, sizeof *kt.n);
+    kt.slot = calloc((size_t)kt.count + 1, sizeof *kt.slot);
+    kt.suffix = suffix;
+    kt.suffix_n = (size_t)suffix_n;
     col_t bc[NB], hc[NH], slow_idx;
     buf_t slow = {0};
     batch_t b;
     memset(&b, 0, sizeof b);
-    int ok = ph.s && ph.n;
+    int ok = ph.s && ph.n && kt.s && kt.n && kt.slot;
+    if (ok && suffix_n < 1) { PyErr_SetString(PyExc_ValueError, "empty graph suffix"); ok = 0; }
+    for (Py_ssize_t i = 0; ok && i < kt.count; i++) {
+        PyObject *o = PyTuple_GET_ITEM(key_tuple, i), *key, *slot;
+        if (!PyTuple_Check(o) || PyTuple_GET_SIZE(o) != 2
+            || !PyBytes_Check(key = PyTuple_GET_ITEM(o, 0))
+            || !PyLong_Check(slot = PyTuple_GET_ITEM(o, 1))) {
+            PyErr_SetString(PyExc_TypeError, "keys must be (bytes, slot) pairs");
+            ok = 0;
+            break;
+        }
+        long v = PyLong_AsLong(slot);
+        if (v < 0 || v >= K_GRAPH) {  /* the graph flag is found by its suffix */
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "key slot out of range");
+            ok = 0;
+            break;
+        }
+        kt.s[i] = PyBytes_AS_STRING(key);
+        kt.n[i] = (size_t)PyBytes_GET_SIZE(key);
+        kt.slot[i] = (int)v;
+    }
     for (Py_ssize_t i = 0; ok && i < ph.count; i++) {
         PyObject *o = PyTuple_GET_ITEM(phrase_tuple, i);
         if (!PyBytes_Check(o)) { PyErr_SetString(PyExc_TypeError, "phrases must be bytes"); ok = 0; break; }
@@ -901,7 +935,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         prefix_t p;
         if (e - s > 12 && s[0] == '[' && plain && parse_prefix(s, e, &p)
             && !ends_with_ray_repeat(p.msg, e)) {
-            int r = parse_batch(p.msg, e, &b, &ph);
+            int r = parse_batch(p.msg, e, &b, &ph, &kt);
             if (r < 0) { failed = 1; break; }
             if (r == 1) {
                 if (emit_batch(bc, nb++, idx, &p, &b, data, p.msg, e)) { failed = 1; break; }
@@ -966,6 +1000,9 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     free(b.extra.p);
     free(ph.s);
     free(ph.n);
+    free(kt.s);
+    free(kt.n);
+    free(kt.slot);
     PyBuffer_Release(&view);
     return out;
 }
@@ -992,12 +1029,58 @@ static PyMethodDef methods[] = {
     {"count_lines", count_lines, METH_O,
      "count_lines(data) -> int: the number of newlines in a bytes-like object."},
     {"scan", scan, METH_VARARGS,
-     "scan(data, phrases) -> dict: fast-lane batch and HTTP rows of a block of complete "
-     "lines, and the text of the lines left to the polars parser."},
+     "scan(data, phrases, keys, graph_suffix) -> dict: fast-lane batch and HTTP rows of a "
+     "block of complete lines, and the text of the lines left to the polars parser; keys "
+     "are (printed key, slot) pairs (slots: CANON_SLOTS)."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastlane",
                                     "One-pass C reader of plain SGLang batch and access lines.",
                                     -1, methods, NULL, NULL, NULL, NULL};
 
-PyMODINIT_FUNC PyInit__fastlane(void) { return PyModule_Create(&module); }
+static const char *const TYPE_CODES[] = {"i64", "i32", "f64", "u8", "str"};
+
+/* ((name, type code), ...) of a table's columns */
+static PyObject *column_table(const char *const *names, const int *types, int n) {
+    PyObject *t = PyTuple_New(n);
+    for (int k = 0; t && k < n; k++) {
+        PyObject *item = Py_BuildValue("(ss)", names[k], TYPE_CODES[types[k]]);
+        if (!item) { Py_CLEAR(t); break; }
+        PyTuple_SET_ITEM(t, k, item);
+    }
+    return t;
+}
+
+PyMODINIT_FUNC PyInit__fastlane(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    /* the slots in order: (column, "int" | "float" | "bool") */
+    PyObject *slots = PyTuple_New(N_CANON);
+    for (int k = 0; slots && k < N_CANON; k++) {
+        const char *type = k == K_GRAPH ? "bool" : CANON_INT[k] ? "int" : "float";
+        PyObject *item = Py_BuildValue("(ss)", B_NAMES[CANON_COL[k]], type);
+        if (!item) { Py_CLEAR(slots); break; }
+        PyTuple_SET_ITEM(slots, k, item);
+    }
+    PyObject *bcols = column_table(B_NAMES, B_TYPES, NB);
+    PyObject *hcols = column_table(H_NAMES, H_TYPES, NH);
+    if (!slots || !bcols || !hcols || PyModule_AddObject(m, "CANON_SLOTS", slots) < 0) {
+        Py_XDECREF(slots);
+        Py_XDECREF(bcols);
+        Py_XDECREF(hcols);
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (PyModule_AddObject(m, "BATCH_COLUMNS", bcols) < 0) {
+        Py_DECREF(bcols);
+        Py_XDECREF(hcols);
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (PyModule_AddObject(m, "HTTP_COLUMNS", hcols) < 0) {
+        Py_DECREF(hcols);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -22,12 +22,44 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from logpipe.engines.sglang.batches import CANONICAL, COLUMNS, GRAPH_SUFFIX
 from logpipe.engines.sglang.events import UNANCHORED_EVENT_PHRASES
 
 try:
     from logpipe.engines.sglang import _fastlane  # type: ignore[attr-defined]
 except ImportError:  # built without a C compiler
     _fastlane = None
+
+_SLOT_TYPES = {"int": pl.Int64, "float": pl.Float64, "bool": pl.Boolean}
+
+
+def _keys(lane: Any) -> tuple[tuple[bytes, int], ...]:
+    """The printed keys of a batch line as the C lane reads them: ``(key, slot)`` pairs
+    from :data:`batches.CANONICAL`, the one table of both lanes.  Raises ``ValueError``
+    where the lane's slots (``CANON_SLOTS``: column and type) are not the table's columns
+    (an extension built from another version of the source)."""
+    slots = {name: i for i, (name, _) in enumerate(lane.CANON_SLOTS)}
+    for name, kind in lane.CANON_SLOTS:
+        if COLUMNS.get(name) != _SLOT_TYPES[kind]:
+            raise ValueError(f"the C lane's column {name} ({kind}) is not batches.COLUMNS'")
+    keys = []
+    for printed, (column, dtype) in CANONICAL.items():
+        if column not in slots or COLUMNS[column] != dtype:
+            raise ValueError(f"batches.CANONICAL's {printed!r} -> {column} has no C slot")
+        keys.append((printed.encode(), slots[column]))
+    if "cuda_graph" not in slots:
+        raise ValueError("the C lane has no graph flag")
+    return tuple(keys)
+
+
+UNAVAILABLE = "built without a C compiler" if _fastlane is None else ""
+"""Why the C lane is off ("" where it is on)."""
+_KEYS: tuple[tuple[bytes, int], ...] = ()
+if _fastlane is not None:
+    try:
+        _KEYS = _keys(_fastlane)
+    except (ValueError, AttributeError, KeyError) as exc:  # every line takes polars then
+        UNAVAILABLE, _fastlane = f"the built extension does not match the source: {exc}", None
 
 AVAILABLE = _fastlane is not None
 CONSOLE_BANNER = "Serving Benchmark Result"
@@ -100,17 +132,9 @@ def _kept(cols: dict[str, tuple[bytes, bytes, bytes | None]], kinds: dict[str, s
     return table.filter(pl.col("keep") == 1) if b"\x00" in cols["keep"][0] else table
 
 
-_BATCH_KINDS = {
-    "idx": "i64", "ts": "i64", "stamp": "u8", "dp_rank": "i32", "tp_rank": "i32",
-    "pp_rank": "i32", "ep_rank": "i32", "kind": "u8", "forward_iter": "i64",
-    "mixed_chunk": "u8", "new_seq": "i64", "new_token": "i64", "cached_token": "i64",
-    "running_req": "i64", "queue_req": "i64", "num_token": "i64", "token_usage": "f64",
-    "cuda_graph": "u8", "gen_throughput": "f64", "input_throughput": "f64",
-    "accept_len": "f64", "accept_rate": "f64", "shape": "i64", "msg_off": "i64",
-    "msg_len": "i64", "keep": "u8",
-}
-_HTTP_KINDS = {"idx": "i64", "ts": "i64", "stamp": "u8", "status": "i32",
-               "shape": "i64", "msg_off": "i64", "msg_len": "i64", "keep": "u8"}
+# the buffers' types, as the extension says
+_BATCH_KINDS: dict[str, str] = dict(_fastlane.BATCH_COLUMNS) if _fastlane is not None else {}
+_HTTP_KINDS: dict[str, str] = dict(_fastlane.HTTP_COLUMNS) if _fastlane is not None else {}
 
 
 def _stamp_columns(fallback_date: str, time_only: bool) -> list[pl.Expr]:
@@ -148,7 +172,7 @@ def _any_time_only(cols: dict[str, tuple[bytes, bytes, bytes | None]]) -> bool:
 def split_block(data: bytes | bytearray, first_line_no: int, fallback_date: str) -> Lanes:
     """Split a block of complete lines (``first_line_no`` is the first line's number)."""
     assert _fastlane is not None
-    out: dict[str, Any] = _fastlane.scan(data, _PHRASES)
+    out: dict[str, Any] = _fastlane.scan(data, _PHRASES, _KEYS, GRAPH_SUFFIX.encode())
     line_no = (pl.col("idx") + first_line_no).alias("line_no")
     fb, fh = _kept(out["batch"], _BATCH_KINDS), _kept(out["http"], _HTTP_KINDS)
     stamp = _stamp_columns(fallback_date, _any_time_only(out["batch"]))
@@ -158,10 +182,9 @@ def split_block(data: bytes | bytearray, first_line_no: int, fallback_date: str)
         .alias("kind"),
         "dp_rank", "tp_rank", "pp_rank", "ep_rank", "rank_tag", "forward_iter",
         (pl.col("mixed_chunk") == 1).alias("mixed_chunk"),
-        "new_seq", "new_token", "cached_token", "running_req", "queue_req", "num_token",
-        "token_usage", (pl.col("cuda_graph") == 1).alias("cuda_graph"), "graph_label",
-        "gen_throughput", "input_throughput", "accept_len", "accept_rate", "extra",
-        "shape", "msg_off", "msg_len", *stamp[2:],
+        *((pl.col(c) == 1).alias(c) if dtype == pl.Boolean else pl.col(c)
+          for c, dtype in COLUMNS.items()),
+        "extra", "shape", "msg_off", "msg_len", *stamp[2:],
     )
     stamp = _stamp_columns(fallback_date, _any_time_only(out["http"]))
     http = fh.select(
