@@ -255,6 +255,7 @@ def _two_racks(tmp_path: Path) -> Path:
     return fleet_dir
 
 
+@pytest.mark.slow
 def test_fleet_ingest_equals_one_process_ingest_and_adds_nothing_again(tmp_path: Path
                                                                         ) -> None:
     logs = _two_racks(tmp_path)
@@ -287,6 +288,7 @@ def test_fleet_ingest_equals_one_process_ingest_and_adds_nothing_again(tmp_path:
                          ) == (hashlib.sha256(node.read_bytes()).hexdigest(),)
 
 
+@pytest.mark.slow
 def test_a_failed_task_leaves_nothing_visible(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                                               ) -> None:
     logs = _two_racks(tmp_path)

@@ -151,7 +151,9 @@ def _parse_candidates(candidates: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFr
             .drop("_g")
         )
     pieces = (
-        pieces.with_columns(pl.col("body").str.split_exact(": ", 1).alias("kv"))
+        # the first ": " ends the key; the value keeps any later one (split_exact would
+        # drop what follows a second ": ", the C lane keeps it)
+        pieces.with_columns(pl.col("body").str.splitn(": ", 2).alias("kv"))
         .unnest("kv")
         .rename({"field_0": "key", "field_1": "value"})
         .with_columns(pl.col("key").str.strip_chars(), pl.col("value").str.strip_chars())
