@@ -3,7 +3,7 @@
 # extension is rebuilt with -fsanitize=address,undefined into a scratch copy of the
 # package, and tests/test_fastlane.py runs against that copy (any report fails the run).
 #
-#   bash scripts/sanitize_fastlane.sh        (.ci/run runs it where a C compiler is)
+#   bash scripts/sanitize_fastlane.sh        (by hand: not a .ci/run step, for its time)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CC=${CC:-cc}
