@@ -193,7 +193,9 @@ class Store:
     def __init__(self, con: duckdb.DuckDBPyConnection, path: str) -> None:
         self.con = con
         self.path = path
-        self._columns: dict[str, list[str]] = {}
+        self._column_types: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        """``(name, type)`` of tables and views, asked once (only :meth:`migrate` changes
+        them)."""
         self._source_ids: dict[str, int] = {}
         """``source_id`` of paths, known within the open transaction (a file's ingest
         asks for it with every block; a rollback may undo a new file's row)."""
@@ -249,8 +251,7 @@ class Store:
         """Apply pending migrations and recreate the views when ``views.sql`` (or the
         schema) changed since they were created; returns the versions applied."""
         con = self.con
-        self.__dict__.pop("_column_types", None)
-        self._columns.clear()
+        self._column_types.clear()
         if self._bookkeeping("schema_migrations") is None:
             con.execute(
                 "CREATE TABLE schema_migrations "
@@ -349,9 +350,8 @@ class Store:
         return self.con.execute(sql, params or []).fetchall()
 
     def columns(self, table: str, schema: str = "main") -> list[tuple[str, str]]:
-        """``(name, type)`` of a table or view of ``schema``, in order (asked once per
-        open store: only :meth:`migrate` changes them)."""
-        memo = self.__dict__.setdefault("_column_types", {})
+        """``(name, type)`` of a table or view of ``schema``, in order."""
+        memo = self._column_types
         if (schema, table) not in memo:
             memo[(schema, table)] = [(r[0], r[1]) for r in self.all(
                 "SELECT column_name, data_type FROM information_schema.columns "
@@ -416,10 +416,8 @@ class Store:
         stored as ``<name>_code`` as its labels."""
         import polars as pl
 
-        if table not in self._columns:
-            schema = INTERNAL if table in STORED_TABLES else "main"
-            self._columns[table] = [c for c, _ in self.columns(table, schema)]
-        columns = self._columns[table]
+        columns = [c for c, _ in self.columns(
+            table, INTERNAL if table in STORED_TABLES else "main")]
         if "source_path" in constants:
             constants = dict(constants)
             frame = frame.with_columns(pl.lit(self.source_id(constants.pop("source_path")),

@@ -29,16 +29,19 @@ FROM runs r JOIN logpipe_internal.run_summary_cache c USING (run_id)
 """
 """``run_summary`` from the cache (complete after :func:`refresh`)."""
 
-ONE_RUN_SQL = f"""
+def _computed_sql(rid: str, where: str) -> str:
+    return f"""
 SELECT {_RUN_COLUMNS}, coalesce(s.decode_lines, 0) AS decode_lines,
        coalesce(s.steady_decode_lines, 0) AS steady_decode_lines,
        {", ".join("s." + s for s in STATS[2:])}
-FROM runs r LEFT JOIN run_summary_stats(?) s USING (run_id) WHERE r.run_id = ?
+FROM runs r LEFT JOIN run_summary_stats({rid}) s USING (run_id) WHERE {where}
 """
+
+
+ONE_RUN_SQL = _computed_sql("?", "r.run_id = ?")
 """``run_summary``'s row of one run, computed now (parameters: the run id, twice)."""
 
-_MANY_RUNS_SQL = ONE_RUN_SQL.replace("run_summary_stats(?)", "run_summary_stats(NULL)").replace(
-    "WHERE r.run_id = ?", "WHERE r.run_id IN (SELECT unnest(?))")
+_MANY_RUNS_SQL = _computed_sql("NULL", "r.run_id IN (SELECT unnest(?))")
 """The rows of several runs in one pass (parameter: the run ids).  The macro's cost is
 mostly fixed: every run of a fresh ingest in one pass takes about what two take one by one,
 while a few runs of a large database are cheaper alone."""

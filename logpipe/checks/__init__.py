@@ -316,7 +316,7 @@ def _summarise_once(store: Store, stale: list[str]) -> None:
     """``run_summary`` once for the whole check, as a temporary table of the same name: it
     shadows the view for every query of this connection (the pairing and regression views
     read it several times).  Rows come from the per-run cache; the ``stale`` runs are
-    classified here, one at a time.  Nothing is written to the database."""
+    classified here (:func:`summaries.rows_of`).  Nothing is written to the database."""
     try:
         store.con.execute(f"CREATE TEMP TABLE run_summary AS {summaries.SUMMARY_SQL}")
         if stale:

@@ -55,6 +55,7 @@ def _keys(lane: Any) -> tuple[tuple[bytes, int], ...]:
 UNAVAILABLE = "built without a C compiler" if _fastlane is None else ""
 """Why the C lane is off ("" where it is on)."""
 _KEYS: tuple[tuple[bytes, int], ...] = ()
+_GRAPH_SUFFIX = GRAPH_SUFFIX.encode()
 if _fastlane is not None:
     try:
         _KEYS = _keys(_fastlane)
@@ -172,7 +173,7 @@ def _any_time_only(cols: dict[str, tuple[bytes, bytes, bytes | None]]) -> bool:
 def split_block(data: bytes | bytearray, first_line_no: int, fallback_date: str) -> Lanes:
     """Split a block of complete lines (``first_line_no`` is the first line's number)."""
     assert _fastlane is not None
-    out: dict[str, Any] = _fastlane.scan(data, _PHRASES, _KEYS, GRAPH_SUFFIX.encode())
+    out: dict[str, Any] = _fastlane.scan(data, _PHRASES, _KEYS, _GRAPH_SUFFIX)
     line_no = (pl.col("idx") + first_line_no).alias("line_no")
     fb, fh = _kept(out["batch"], _BATCH_KINDS), _kept(out["http"], _HTTP_KINDS)
     stamp = _stamp_columns(fallback_date, _any_time_only(out["batch"]))
