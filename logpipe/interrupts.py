@@ -4,7 +4,9 @@
 shell started the command in the background with SIGINT ignored) and records that a stop
 was asked for: an interrupt that lands inside a DuckDB query comes back as a query error
 (or is met later as an aborted transaction), and :func:`requested` lets the ingest tell
-that from a damaged file.
+that from a damaged file.  Inside :func:`deferred` (a commit and what records it) a signal
+only records the stop and is raised when the section ends: a stop never lands between a
+commit and the note that says it was made.
 """
 
 from __future__ import annotations
@@ -16,6 +18,10 @@ from contextlib import contextmanager
 from typing import Any
 
 _requested = threading.Event()
+_deferring = 0
+"""How many :func:`deferred` sections the main thread is in."""
+_held = False
+"""A signal arrived inside a :func:`deferred` section and is raised when it ends."""
 
 
 def requested() -> bool:
@@ -33,7 +39,11 @@ def catch_signals() -> Iterator[None]:
         return
 
     def stop(signum: int, frame: Any) -> None:
+        global _held
         _requested.set()
+        if _deferring:
+            _held = True
+            return
         raise KeyboardInterrupt
 
     _requested.clear()
@@ -44,3 +54,24 @@ def catch_signals() -> Iterator[None]:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         _requested.clear()
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """Within: a signal only records the stop; ``KeyboardInterrupt`` is raised when the
+    (outermost) section ends, so what the section does is done whole.  For a commit and
+    the bookkeeping that says it was made: a stop that landed between them would leave a
+    committed file reported as not committed."""
+    global _deferring, _held
+    _deferring += 1
+    try:
+        yield
+    except BaseException:
+        _deferring -= 1
+        if not _deferring:
+            _held = False  # the exception on its way out stops the command already
+        raise
+    _deferring -= 1
+    if not _deferring and _held:
+        _held = False
+        raise KeyboardInterrupt

@@ -29,7 +29,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
+from logpipe import interrupts
 from logpipe.errors import DatabaseError, QueryError
 from logpipe.resources import schemas_dir  # noqa: F401 - re-exported
 
@@ -326,7 +327,11 @@ class Store:
         return True
 
     @contextmanager
-    def transaction(self) -> Iterator[None]:
+    def transaction(self, on_commit: Callable[[], None] | None = None) -> Iterator[None]:
+        """One transaction: rolled back when the body raises.  The commit and
+        ``on_commit`` (what records that it was made) run with signals held
+        (:func:`interrupts.deferred`): Ctrl-C or SIGTERM there stops the command after
+        both, never between them."""
         self.con.execute("BEGIN TRANSACTION")
         try:
             yield
@@ -335,8 +340,11 @@ class Store:
             self._labels = None
             self.con.execute("ROLLBACK")
             raise
-        self._source_ids.clear()
-        self.con.execute("COMMIT")
+        with interrupts.deferred():
+            self._source_ids.clear()
+            self.con.execute("COMMIT")
+            if on_commit is not None:
+                on_commit()
 
     # -- reading ---------------------------------------------------------------------
 

@@ -11,16 +11,21 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import zstandard
 from typer.testing import CliRunner
 
+from logpipe import interrupts
 from logpipe.cli import app
-from logpipe.ingest import IngestInterrupted, ingest_paths
+from logpipe.ingest import IngestInterrupted, ingest_files, ingest_paths, walk
 from logpipe.ingest.base import EnvOptions
+from logpipe.store import Store
 from tests.conftest import ROOT, SAMPLES, query
 
 REAL_LOG = SAMPLES / "real-cpu" / "real-cpu-baseline-r1" / "server.log"
@@ -102,8 +107,6 @@ def test_an_interrupt_reports_what_was_committed(tmp_path: Path) -> None:
             raise KeyboardInterrupt
 
     with pytest.raises(IngestInterrupted) as stop:
-        from logpipe.ingest import ingest_files, walk
-
         files = walk([folder], exclude=[db])
         ingest_files(files, db, EnvOptions(), progress=progress)
     result = stop.value.result
@@ -114,6 +117,47 @@ def test_an_interrupt_reports_what_was_committed(tmp_path: Path) -> None:
     assert committed == [(result.files[0].path,)]
     again = ingest_paths([folder], db)
     assert sorted(f.status for f in again.files) == ["new", "unchanged"]
+
+
+def test_a_stop_that_meets_a_commit_still_counts_that_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGINT delivered while the first file's commit is being recorded: the commit and
+    its record are done whole, the stop comes after them, and the report's committed
+    files are exactly the files in the database (a stop between the two once left a
+    committed file counted as pending)."""
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signal handlers are installed from the main thread only")
+    folder = _folder(tmp_path, ".gz", 1.0)
+    db = tmp_path / "db.duckdb"
+    real = Store.transaction
+
+    signalled = []
+
+    @contextmanager
+    def transaction(self: Store, on_commit: Callable[[], None] | None = None
+                    ) -> Iterator[None]:
+        if on_commit is None or signalled:  # (the schema's, and the files' after the first)
+            with real(self, on_commit=on_commit):
+                yield
+            return
+
+        def signal_then_record() -> None:
+            signalled.append(1)
+            os.kill(os.getpid(), signal.SIGINT)  # lands now, between commit and record
+            time.sleep(0.05)
+            on_commit()
+
+        with real(self, on_commit=signal_then_record):
+            yield
+
+    monkeypatch.setattr(Store, "transaction", transaction)
+    with interrupts.catch_signals(), pytest.raises(IngestInterrupted) as stop:
+        ingest_files(walk([folder], exclude=[db]), db, EnvOptions())
+    result = stop.value.result
+    assert [f.status for f in result.files] == ["new"]
+    assert len(result.pending) == 1 and result.pending[0] != result.files[0].path
+    assert query(db, "SELECT DISTINCT source_path FROM batches") == [
+        (result.files[0].path,)]
 
 
 def test_sigterm_to_a_running_ingest_exits_130_with_the_committed_files(

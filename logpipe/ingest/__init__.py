@@ -114,17 +114,22 @@ def ingest_files(files: list[tuple[Path, Path]], db: Path, options: EnvOptions,
     started = time.perf_counter() if started is None else started
     result = IngestResult(db=str(db))
     with Store.open(db) as store:
-        for i, (path, root) in enumerate(files):
+        def record(res: FileResult) -> None:  # once per file (from its commit or after)
+            if not result.files or result.files[-1] is not res:
+                result.files.append(res)
+
+        for path, root in files:
             try:
                 if interrupts.requested():
                     raise KeyboardInterrupt
-                result.files.append(_ingest_file(store, path, root, options, progress))
+                record(_ingest_file(store, path, root, options, progress, record))
                 store.yield_to_readers()  # a reader waiting sees the files committed so far
             except KeyboardInterrupt:
                 # the file being read was rolled back (one transaction per file); the ones
-                # before it are committed
+                # before it are committed, and so is one whose commit the stop met (the
+                # commit records it with signals held)
                 result.interrupted = True
-                result.pending = [str(p) for p, _ in files[i:]]
+                result.pending = [str(p) for p, _ in files[len(result.files):]]
                 result.seconds = time.perf_counter() - started
                 raise IngestInterrupted(result) from None
         try:
@@ -158,10 +163,12 @@ def ingest_files(files: list[tuple[Path, Path]], db: Path, options: EnvOptions,
 
 
 def _ingest_file(store: Store, path: Path, root: Path, options: EnvOptions,
-                 progress: Progress | None) -> FileResult:
+                 progress: Progress | None,
+                 record: Callable[[FileResult], None] = lambda res: None) -> FileResult:
+    """The result of one file; ``record`` is called with it as its transaction commits."""
     key = str(path.resolve())
     take_damage(path)  # what an earlier reading of this path met is not this one's
-    res = _ingest_one(store, path, key, root, options, progress)
+    res = _ingest_one(store, path, key, root, options, progress, record)
     damage = take_damage(path)
     if damage is not None:
         res.damaged = damage
@@ -169,7 +176,8 @@ def _ingest_file(store: Store, path: Path, root: Path, options: EnvOptions,
 
 
 def _ingest_one(store: Store, path: Path, key: str, root: Path, options: EnvOptions,
-                progress: Progress | None) -> FileResult:
+                progress: Progress | None,
+                record: Callable[[FileResult], None]) -> FileResult:
     try:
         head = read_head(path, HEAD_BYTES)
     except OSError as exc:
@@ -186,8 +194,14 @@ def _ingest_one(store: Store, path: Path, key: str, root: Path, options: EnvOpti
             progress(path.stat().st_size)
         return FileResult(key, "skipped", detail="not a recognised format")
     engine = engine_for_kind(source.name)
+    res: FileResult | None = None
+
+    def committed() -> None:
+        if res is not None:
+            record(res)
+
     try:
-        with store.transaction():
+        with store.transaction(on_commit=committed):
             if engine is not None:
                 known = store.source(key)
                 if same_stat(known, path.stat()):  # not re-read: the parser is not imported
