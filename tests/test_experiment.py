@@ -530,6 +530,9 @@ def test_ab_with_phases_against_the_real_sglang_cpu_server(tmp_path: Path) -> No
     ex = explain_runs(str(db), ["real-cpu-phases-ngram-r1,real-cpu-phases-ngram-r2",
                                 "real-cpu-phases-baseline-r1,real-cpu-phases-baseline-r2"])
     assert ex.method == "phase dump" and ex.implied_speedup is not None
+    # each arm's whole iteration measured by the hook, no scheduler time assumed
+    assert ex.sources["cycle_ms"].startswith("mean period of "), ex.sources
+    assert ex.sources["base_step_ms"].startswith("mean period of "), ex.sources
     assert not ex.agreement.startswith("unexplained"), ex.agreement
 
 

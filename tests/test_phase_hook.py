@@ -62,6 +62,7 @@ for _ in range(3):
     w.forward_batch_generation(Batch("verify", 4))
 w.forward_batch_generation(Batch("extend", 4))   # a prefill: no cycle record
 TpModelWorker().forward_batch_generation(Batch("decode", 3))  # a plain decode step
+TpModelWorker().forward_batch_generation(Batch("decode", 3))  # and the next one
 '''
 
 
@@ -101,7 +102,7 @@ def test_the_hook_times_ngram_cycles_and_plain_decode_steps(tmp_path: Path) -> N
     records = [json.loads(line.split("phase_timings: ", 1)[1])
                for line in out.splitlines() if "phase_timings: " in line]
     kinds = [r["kind"] for r in records]
-    assert kinds == ["cycle", "cycle", "cycle", "step"]  # the prefill made none
+    assert kinds == ["cycle", "cycle", "cycle", "step", "step"]  # the prefill made none
     cycle = records[0]
     assert set(cycle["phases_ms"]) == {"draft", "verify", "other"}
     # sleeps give lower bounds only (a loaded machine stretches them): each phase holds at
@@ -113,6 +114,12 @@ def test_the_hook_times_ngram_cycles_and_plain_decode_steps(tmp_path: Path) -> N
     assert cycle["synchronized"] is False and 0 <= cycle["hook_ms"] < 5  # ~0.05 ms unloaded
     step = records[-1]
     assert step["phases_ms"].keys() == {"decode"} and step["batch_size"] == 3
+    # the period: from the previous decode iteration's start, so at least that whole
+    # iteration; none for a first iteration or one after a prefill
+    assert [("period_ms" in r) for r in records] == [False, True, True, False, True]
+    for before, record in zip(records[:-1], records[1:], strict=True):
+        if "period_ms" in record:
+            assert record["period_ms"] >= sum(before["phases_ms"].values())
     assert "[" in out.splitlines()[0]  # through the server's logger, with its prefix
 
 

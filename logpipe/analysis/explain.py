@@ -6,8 +6,11 @@ For a speculative run and its same-environment baseline (the pairing ``compare``
 - the baseline's time per decode step, from its steady decode lines at the compared
   running-request level (``1000 × running / gen_throughput``);
 - the speculative cycle, split into its phases (share and ms per cycle) from the run's
-  phase dumps (``phase_timings``), or, where only profiler traces exist, the device span
-  of its marked steps (``trace_steps``), which leaves out host time and says so;
+  phase dumps (``phase_timings``); where logpipe's hook recorded each iteration's period
+  in both arms, the cycle and the step are those periods (the scheduler's time between
+  forwards measured in each arm, like for like); or, where only profiler traces exist,
+  the device span of its marked steps (``trace_steps``), which leaves out host time
+  and says so;
 - tokens per cycle: the steady median accept length;
 - the speedup those imply, ``accept_len × step_ms / cycle_ms − 1``, against the observed
   one, agreeing within the launch noise or with the unexplained part named;
@@ -118,7 +121,8 @@ def explain(store: Store, c: Comparison) -> Explanation:
     if ex.accept_len is not None:
         ex.sources["accept_len"] = f"median accept len of {spec_name}'s steady decode lines"
     if _cycle_from_dumps(store, spec_ids, ex):
-        _step_from_dumps(store, base_ids, ex, spec_tps)
+        if not _iterations_from_periods(store, spec_ids, base_ids, ex):
+            _step_from_dumps(store, base_ids, ex, spec_tps)
     else:
         _cycle_from_traces(store, spec_ids, base_ids, ex)
     if ex.cycle_ms and ex.accept_len:
@@ -168,14 +172,68 @@ def _cycle_from_dumps(store: Store, run_ids: list[str], ex: Explanation) -> bool
     return True
 
 
+PERIODS_SQL = """
+WITH it AS (
+    SELECT source_path, line_no, any_value(cycle_ms) AS forward,
+           any_value((extra->>'period_ms')::DOUBLE) AS period
+    FROM phase_timings
+    WHERE list_contains(?::VARCHAR[], run_id) AND batch_size = ?
+      AND extra->>'kind' = ? AND extra->>'period_ms' IS NOT NULL
+    GROUP BY 1, 2)
+SELECT count(*), avg(period), avg(forward) FROM it"""
+"""Iterations of one kind (``cycle`` or ``step``) at one batch size whose record has a
+period (the hook's time from the previous decode iteration's start): how many, their
+mean period and mean timed forward."""
+
+
+def _iterations_from_periods(store: Store, spec_ids: list[str], base_ids: list[str],
+                             ex: Explanation) -> bool:
+    """Where the hook recorded each decode iteration's period in both arms, the whole
+    iteration is measured: the cycle is the speculative run's mean period (its timed
+    phases plus the scheduler's time between them) and the step the baseline's, like
+    for like, with no scheduler time assumed from one arm for the other."""
+    if ex.stratum is None:
+        return False
+    spec = store.one(PERIODS_SQL, [spec_ids, ex.stratum, "cycle"]) or (0, None, None)
+    base = store.one(PERIODS_SQL, [base_ids, ex.stratum, "step"]) or (0, None, None)
+    if not spec[0] or not base[0]:
+        return False
+    (n_s, period_s, forward_s), (n_b, period_b, forward_b) = spec, base
+    ex.phases = [PhaseCost(str(phase), float(ms), 0.0) for phase, ms in store.all(
+        "SELECT phase, sum(ms) / ? FROM phase_timings WHERE list_contains(?::VARCHAR[], "
+        "run_id) AND batch_size = ? AND extra->>'kind' = 'cycle' "
+        "AND extra->>'period_ms' IS NOT NULL GROUP BY 1 ORDER BY 2 DESC",
+        [n_s, spec_ids, ex.stratum])]
+    ex.phases.append(PhaseCost("scheduler", max(period_s - forward_s, 0.0), 0.0))
+    ex.cycle_ms = float(period_s)
+    for p in ex.phases:
+        p.share = p.ms_per_cycle / ex.cycle_ms
+    log_step = ex.base_step_ms
+    ex.base_step_ms = float(period_b)
+    at = f"with {ex.stratum} in the batch in phase_timings"
+    ex.sources["cycle_ms"] = (
+        f"mean period of {n_s} back-to-back decode cycles {at} of {ex.spec_run}: "
+        f"{forward_s:.2f} ms in the timed phases, {period_s - forward_s:.2f} ms of "
+        "scheduler time between them")
+    ex.sources["base_step_ms"] = (
+        f"mean period of {n_b} back-to-back decode steps {at} of {ex.baseline_run}: "
+        f"{forward_b:.2f} ms forward, {period_b - forward_b:.2f} ms scheduler")
+    ex.sources["scheduler_ms"] = "each arm's own: its mean period less its timed forward"
+    if log_step is not None:
+        ex.notes.append(f"the hook measures whole iterations (period from one decode "
+                        f"iteration's start to the next's); the baseline's log implies "
+                        f"{log_step:.2f} ms per decode step, the hook {ex.base_step_ms:.2f}")
+    return True
+
+
 def _step_from_dumps(store: Store, base_ids: list[str], ex: Explanation,
                      spec_tps: float) -> None:
-    """Where the baseline's launches logged their decode steps through the same hook
-    (``kind`` step), the hook's forward time splits the baseline's step (by its log's
-    throughput) into the forward and the scheduler's time around it.  That scheduler
-    time, measured on the baseline, is added to the speculative cycle as a phase of its
-    own: the cycle the phases predict then leaves nothing of the speculative run's
-    throughput in the prediction."""
+    """For dumps without periods (older hook records): where the baseline's launches
+    logged their decode steps through the same hook (``kind`` step), the hook's forward
+    time splits the baseline's step (by its log's throughput) into the forward and the
+    scheduler's time around it.  That scheduler time, measured on the baseline, is added
+    to the speculative cycle as a phase of its own: the cycle the phases predict then
+    leaves nothing of the speculative run's throughput in the prediction."""
     if ex.stratum is None or ex.base_step_ms is None or not ex.cycle_ms:
         return
     n, step = store.one(

@@ -11,12 +11,16 @@ step of a non-speculative server) it logs one record through SGLang's logger:
 
     phase_timings: {"v": 1, "ts": ..., "batch_size": 4, "phases_ms": {"draft": 0.4,
     "verify": 11.2, "other": 0.3}, "accepted_tokens": 6, "synchronized": false,
-    "kind": "cycle", "hook_ms": 0.02}
+    "kind": "cycle", "hook_ms": 0.02, "period_ms": 13.1}
 
 one per cycle (not aggregated: logpipe's phase statistics are per cycle), with
 ``hook_ms``, the time the hook itself spent on that cycle, so that its overhead is
-measured, not assumed.  The method names were read from the released sources of SGLang
-0.5.16 to 0.5.23; on another release the hook logs once that it does nothing.
+measured, not assumed, and ``period_ms``, the time from the start of the previous decode
+iteration to this one's where nothing but the scheduler ran between them (no prefill):
+the whole iteration, scheduler included, of either arm, measured rather than assumed
+the same for both.  Prefill forwards are not recorded.  The method names were read from
+the released sources of SGLang 0.5.16 to 0.5.23; on another release the hook logs once
+that it does nothing.
 
 Standard library only; a ``sitecustomize`` further down the path is run after this one.
 """
@@ -102,8 +106,25 @@ def _accepted(result: Any) -> int | None:
         return None
 
 
+def _decode_like(mode: Any) -> bool:
+    """A decode iteration (or a speculative one's verify), not a prefill."""
+    for name in ("is_decode", "is_target_verify"):
+        check = getattr(mode, name, None)
+        if check is not None and check():
+            return True
+    return False
+
+
+def _period(st: Any, t0: float, decode: bool) -> float | None:
+    """Milliseconds since the previous decode iteration began, when this one is a decode
+    iteration too and no other forward (a prefill) ran between them."""
+    last = getattr(st, "last_decode", None)
+    st.last_decode = t0 if decode else None
+    return (t0 - last) * 1000 if decode and last is not None else None
+
+
 def _emit(kind: str, batch: Any, phases: dict[str, float], total: float,
-          accepted: int | None, hook_ms: float) -> None:
+          accepted: int | None, hook_ms: float, period: float | None) -> None:
     t0 = time.perf_counter()
     rest = total - sum(phases.values())
     if kind == "cycle" and rest > 0:
@@ -111,6 +132,8 @@ def _emit(kind: str, batch: Any, phases: dict[str, float], total: float,
     record = {"v": 1, "ts": round(time.time(), 6), "batch_size": _batch_size(batch),
               "phases_ms": {k: round(v, 4) for k, v in phases.items()},
               "accepted_tokens": accepted, "synchronized": MODE == "sync", "kind": kind}
+    if period is not None:
+        record["period_ms"] = round(period, 4)
     record["hook_ms"] = round(hook_ms + (time.perf_counter() - t0) * 1000, 4)
     _log.info("phase_timings: %s", json.dumps(record, separators=(", ", ": ")))
 
@@ -121,9 +144,14 @@ def _wrap(func: Any, role: str) -> Any:
         if role == "cycle":
             if getattr(st, "cycle", None) is not None:  # nested: time the outer one
                 return func(*args, **kwargs)
-            st.cycle, st.in_phase, st.hook = {}, False, 0.0
+            h0 = time.perf_counter()
+            batch, mode = _mode_of(args[1:], kwargs)
+            decode = batch is not None and _decode_like(mode)
+            st.cycle, st.in_phase = {}, False
             _sync()
             t0 = time.perf_counter()
+            st.hook = (t0 - h0) * 1000
+            period = _period(st, t0, decode)
             try:
                 result = func(*args, **kwargs)
                 _sync()
@@ -131,23 +159,25 @@ def _wrap(func: Any, role: str) -> Any:
             finally:
                 phases, hook = st.cycle, st.hook
                 st.cycle = None
-            batch, mode = _mode_of(args[1:], kwargs)
-            if "verify" in phases and batch is not None:
-                _emit("cycle", batch, phases, total, _accepted(result), hook)
+            if decode and "verify" in phases:
+                _emit("cycle", batch, phases, total, _accepted(result), hook, period)
             return result
         cycle = getattr(st, "cycle", None)
         if role == "step" and cycle is None:  # a plain server's forward
+            h0 = time.perf_counter()
             batch, mode = _mode_of(args[1:], kwargs)
             is_decode = getattr(mode, "is_decode", None)
             if batch is None or is_decode is None or not is_decode():
+                _period(st, h0, False)  # a prefill between two decode steps
                 return func(*args, **kwargs)
             _sync()
             t0 = time.perf_counter()
+            period = _period(st, t0, True)
             result = func(*args, **kwargs)
             _sync()
             ms = (time.perf_counter() - t0) * 1000
             size = _batch_size(batch)
-            _emit("step", batch, {"decode": ms}, ms, size, 0.0)
+            _emit("step", batch, {"decode": ms}, ms, size, (t0 - h0) * 1000, period)
             return result
         if cycle is None or getattr(st, "in_phase", False):
             return func(*args, **kwargs)  # outside a cycle, or inside another phase
