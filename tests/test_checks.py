@@ -76,7 +76,7 @@ def test_matching_baseline_makes_check_pass(tmp_path: Path) -> None:
         + "\n")
     (run / "env.json").write_text(json.dumps(
         g.mission_manifest(False, False, "2026-05-05T12:58:00+00:00", model=small)))
-    for real in ("real-cpu", "real-cpu-phases"):  # their NGRAM regressions are real, and
+    for real in ("real-cpu", "real-cpu-phases"):  # their NGRAM slowdowns are real, and
         shutil.rmtree(logs / real)                # not this test's
     for bare in ("vllm", "vllm-bench"):  # bare fragments, no manifest: cannot be paired
         shutil.rmtree(logs / "eras" / bare)

@@ -121,7 +121,7 @@ def explain(store: Store, c: Comparison) -> Explanation:
     if ex.accept_len is not None:
         ex.sources["accept_len"] = f"median accept len of {spec_name}'s steady decode lines"
     if _cycle_from_dumps(store, spec_ids, ex):
-        if not _iterations_from_periods(store, spec_ids, base_ids, ex):
+        if not _iterations_from_periods(store, spec_ids, base_ids, ex, spec_tps):
             _step_from_dumps(store, base_ids, ex, spec_tps)
     else:
         _cycle_from_traces(store, spec_ids, base_ids, ex)
@@ -174,55 +174,79 @@ def _cycle_from_dumps(store: Store, run_ids: list[str], ex: Explanation) -> bool
 
 PERIODS_SQL = """
 WITH it AS (
-    SELECT source_path, line_no, any_value(cycle_ms) AS forward,
+    SELECT run_id, source_path, line_no, any_value(cycle_ms) AS forward,
            any_value((extra->>'period_ms')::DOUBLE) AS period
     FROM phase_timings
     WHERE list_contains(?::VARCHAR[], run_id) AND batch_size = ?
       AND extra->>'kind' = ? AND extra->>'period_ms' IS NOT NULL
-    GROUP BY 1, 2)
-SELECT count(*), avg(period), avg(forward) FROM it"""
-"""Iterations of one kind (``cycle`` or ``step``) at one batch size whose record has a
-period (the hook's time from the previous decode iteration's start): how many, their
-mean period and mean timed forward."""
+    GROUP BY ALL)
+SELECT run_id, count(*), median(period), avg(period), avg(forward) FROM it
+GROUP BY 1 ORDER BY 1"""
+"""Per launch, its decode iterations of one kind (``cycle`` or ``step``) at one batch size
+whose record has a period (the hook's time from the previous decode iteration's start):
+how many, their median and mean period, and their mean timed forward."""
+
+PHASES_SQL = """
+SELECT run_id, phase, sum(ms) FROM phase_timings
+WHERE list_contains(?::VARCHAR[], run_id) AND batch_size = ? AND extra->>'kind' = 'cycle'
+  AND extra->>'period_ms' IS NOT NULL
+GROUP BY 1, 2"""
+
+
+def _geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 def _iterations_from_periods(store: Store, spec_ids: list[str], base_ids: list[str],
-                             ex: Explanation) -> bool:
+                             ex: Explanation, spec_tps: float) -> bool:
     """Where the hook recorded each decode iteration's period in both arms, the whole
-    iteration is measured: the cycle is the speculative run's mean period (its timed
-    phases plus the scheduler's time between them) and the step the baseline's, like
-    for like, with no scheduler time assumed from one arm for the other."""
+    iteration is measured: the cycle is the speculative arm's period (its timed phases
+    plus the scheduler's time between them) and the step the baseline's, like for like,
+    with no scheduler time assumed from one arm for the other.  The launch is the unit,
+    as for the observed speedup (the geometric mean of the launches' median decode
+    throughputs): each arm's period is the geometric mean of its launches' median
+    periods, and a phase's share the mean of its per-launch shares of the mean period."""
     if ex.stratum is None:
         return False
-    spec = store.one(PERIODS_SQL, [spec_ids, ex.stratum, "cycle"]) or (0, None, None)
-    base = store.one(PERIODS_SQL, [base_ids, ex.stratum, "step"]) or (0, None, None)
-    if not spec[0] or not base[0]:
+    spec = store.all(PERIODS_SQL, [spec_ids, ex.stratum, "cycle"])
+    base = store.all(PERIODS_SQL, [base_ids, ex.stratum, "step"])
+    if not spec or not base:
         return False
-    (n_s, period_s, forward_s), (n_b, period_b, forward_b) = spec, base
-    ex.phases = [PhaseCost(str(phase), float(ms), 0.0) for phase, ms in store.all(
-        "SELECT phase, sum(ms) / ? FROM phase_timings WHERE list_contains(?::VARCHAR[], "
-        "run_id) AND batch_size = ? AND extra->>'kind' = 'cycle' "
-        "AND extra->>'period_ms' IS NOT NULL GROUP BY 1 ORDER BY 2 DESC",
-        [n_s, spec_ids, ex.stratum])]
-    ex.phases.append(PhaseCost("scheduler", max(period_s - forward_s, 0.0), 0.0))
-    ex.cycle_ms = float(period_s)
-    for p in ex.phases:
-        p.share = p.ms_per_cycle / ex.cycle_ms
+    sums: dict[str, dict[str, float]] = {}
+    for rid, phase, ms in store.all(PHASES_SQL, [spec_ids, ex.stratum]):
+        sums.setdefault(str(rid), {})[str(phase)] = float(ms)
+    shares: dict[str, float] = {}
+    for rid, n, _median, mean, _forward in spec:
+        for phase, total in sums.get(rid, {}).items():
+            shares[phase] = shares.get(phase, 0.0) + total / n / mean / len(spec)
+    ex.cycle_ms = _geomean([float(r[2]) for r in spec])
+    ex.phases = sorted((PhaseCost(phase, share * ex.cycle_ms, share)
+                        for phase, share in shares.items()), key=lambda p: -p.share)
+    rest = max(1.0 - sum(shares.values()), 0.0)
+    ex.phases.append(PhaseCost("scheduler", rest * ex.cycle_ms, rest))
     log_step = ex.base_step_ms
-    ex.base_step_ms = float(period_b)
+    ex.base_step_ms = _geomean([float(r[2]) for r in base])
     at = f"with {ex.stratum} in the batch in phase_timings"
-    ex.sources["cycle_ms"] = (
-        f"mean period of {n_s} back-to-back decode cycles {at} of {ex.spec_run}: "
-        f"{forward_s:.2f} ms in the timed phases, {period_s - forward_s:.2f} ms of "
-        "scheduler time between them")
-    ex.sources["base_step_ms"] = (
-        f"mean period of {n_b} back-to-back decode steps {at} of {ex.baseline_run}: "
-        f"{forward_b:.2f} ms forward, {period_b - forward_b:.2f} ms scheduler")
-    ex.sources["scheduler_ms"] = "each arm's own: its mean period less its timed forward"
-    if log_step is not None:
-        ex.notes.append(f"the hook measures whole iterations (period from one decode "
-                        f"iteration's start to the next's); the baseline's log implies "
-                        f"{log_step:.2f} ms per decode step, the hook {ex.base_step_ms:.2f}")
+
+    def launches(rows: list[tuple[Any, ...]], what: str, name: str | None) -> str:
+        return (f"geometric mean over {len(rows)} launch(es) of {name} of each one's "
+                f"median period of its back-to-back decode {what} {at} ("
+                + ", ".join(f"{r[2]:.2f} ms over {r[1]}" for r in rows) + ")")
+
+    ex.sources["cycle_ms"] = launches(spec, "cycles", ex.spec_run)
+    ex.sources["base_step_ms"] = launches(base, "steps", ex.baseline_run)
+    ex.sources["scheduler_ms"] = ("each launch's own: the share of its mean period outside "
+                                  "the timed phases")
+    forward = sum(float(r[4]) for r in base) / len(base)
+    note = (f"the hook measures whole iterations (from one decode iteration's start to the "
+            f"next's): a baseline step is {forward:.2f} ms of forward and the rest scheduler")
+    if log_step is not None and ex.accept_len and spec_tps:
+        # where a gap between implied and observed lies: each arm's hook against its log
+        log_cycle = 1000.0 * ex.stratum * ex.accept_len / spec_tps
+        note += (f"; against the logs, the hook's step is {ex.base_step_ms / log_step - 1:+.1%}"
+                 f" ({log_step:.2f} ms by the log) and its cycle "
+                 f"{ex.cycle_ms / log_cycle - 1:+.1%} ({log_cycle:.2f} ms by the log)")
+    ex.notes.append(note)
     return True
 
 
