@@ -674,16 +674,18 @@ def _compare_engines(ref: list[RunSamples], cand: list[RunSamples], c: Compariso
                      "of launch benchmarks (Student t)" if paired_by else
                      f"{len(ref)} and {len(cand)} launches, unpaired")
     gating = [m for m in c.metrics if m.gates]
+    counted, uncounted = headline_metrics(gating, options.alpha)
     if not gating or all(m.verdict == "insufficient data" for m in gating):
         c.verdict, c.exit_code = "insufficient data", EXIT_INSUFFICIENT
         c.notes.append("no benchmark linked to the launches of both engines (or too few "
                        "launches): run the same benchmark against each")
-    elif any(m.verdict == "regression" for m in gating):
+    elif any(m.verdict == "regression" for m in counted):
         c.verdict, c.exit_code = "regression", EXIT_REGRESSION
     else:
-        c.verdict = ("improvement" if any(m.verdict == "improvement" for m in gating)
+        c.verdict = ("improvement" if any(m.verdict == "improvement" for m in counted)
                      else "no significant change")
         c.exit_code = EXIT_OK
+    c.notes.extend(uncounted)
     for m in gating:
         if m.launch is not None and m.launch.disagreeing:
             c.notes.append(f"{m.name}: {m.launch.disagreeing}")
@@ -851,6 +853,37 @@ def _statistics(a: RunSamples, b: RunSamples, c: Comparison, options: Options) -
                                                 higher_is_better=None, **kw), gates=False))
 
 
+def _p_of(m: Metric) -> float | None:
+    return m.launch.p_value if m.launch is not None else m.test.p_value
+
+
+def headline_metrics(gating: list[Metric], alpha: float) -> tuple[list[Metric], list[str]]:
+    """The gating metrics whose verdict may decide the comparison's, and a note for each
+    regression or improvement that may not.  Each metric and stratum is tested at α; the
+    headline asks whether anything differs, a family of tests, so it takes them through
+    Holm's step-down correction (the smallest p against α/k, the next against α/(k−1),
+    ...): five strata at α = 0.05 would otherwise call a difference somewhere in about
+    one comparison in five with no effect at all.  A metric without a p-value (judged by
+    the practical threshold alone) is not in the family and keeps its verdict."""
+    family = sorted((m for m in gating if _p_of(m) is not None),
+                    key=lambda m: _p_of(m) or 0.0)
+    counted = {id(m) for m in gating if _p_of(m) is None}
+    notes: list[str] = []
+    stopped = False
+    for i, m in enumerate(family):
+        p, limit = _p_of(m) or 0.0, alpha / (len(family) - i)
+        if not stopped and p < limit:
+            counted.add(id(m))
+            continue
+        stopped = True
+        if m.verdict in ("regression", "improvement"):
+            where = f" @ {m.stratum} running" if m.stratum is not None else ""
+            notes.append(f"{m.name}{where}: {m.verdict} at p = {p:.2g} on its own, not "
+                         f"after Holm's correction over the {len(family)} gating tests "
+                         f"(needs p < {limit:.2g}): it does not decide the verdict")
+    return [m for m in gating if id(m) in counted], notes
+
+
 def primary_metric(c: Comparison) -> Metric | None:
     """The decode-throughput metric the verdict leads with: the stratum with most lines."""
     decode = [m for m in c.metrics if m.name == "decode throughput"]
@@ -894,7 +927,8 @@ def _speculation(a: RunSamples, b: RunSamples, c: Comparison) -> None:
 
 def _verdict(c: Comparison, options: Options) -> None:
     gating = [m for m in c.metrics if m.gates and m.higher_is_better is not None]
-    regressions = [m for m in gating if m.verdict == "regression"]
+    counted, uncounted = headline_metrics(gating, options.alpha)
+    regressions = [m for m in counted if m.verdict == "regression"]
     decode = [m for m in c.metrics if m.name == "decode throughput"]
     if not decode:
         c.verdict = "insufficient data"
@@ -941,9 +975,10 @@ def _verdict(c: Comparison, options: Options) -> None:
         c.verdict = "regression"
         c.exit_code = EXIT_REGRESSION
     else:
-        c.verdict = ("improvement" if any(m.verdict == "improvement" for m in gating)
+        c.verdict = ("improvement" if any(m.verdict == "improvement" for m in counted)
                      else "no significant change")
         c.exit_code = EXIT_OK
+    c.notes.extend(uncounted)
     for m in decode:
         if m.launch is not None and m.launch.disagreeing:
             c.notes.append(f"@{m.stratum} running: {m.launch.disagreeing}")
