@@ -61,8 +61,12 @@ def deferred() -> Iterator[None]:
     """Within: a signal only records the stop; ``KeyboardInterrupt`` is raised when the
     (outermost) section ends, so what the section does is done whole.  For a commit and
     the bookkeeping that says it was made: a stop that landed between them would leave a
-    committed file reported as not committed."""
+    committed file reported as not committed.  Signals reach the main thread only: on
+    another thread this holds nothing (and never raises there)."""
     global _deferring, _held
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     _deferring += 1
     try:
         yield

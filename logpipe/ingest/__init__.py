@@ -164,7 +164,7 @@ def ingest_files(files: list[tuple[Path, Path]], db: Path, options: EnvOptions,
 
 def _ingest_file(store: Store, path: Path, root: Path, options: EnvOptions,
                  progress: Progress | None,
-                 record: Callable[[FileResult], None] = lambda res: None) -> FileResult:
+                 record: Callable[[FileResult], None]) -> FileResult:
     """The result of one file; ``record`` is called with it as its transaction commits."""
     key = str(path.resolve())
     take_damage(path)  # what an earlier reading of this path met is not this one's
