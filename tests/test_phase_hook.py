@@ -138,3 +138,65 @@ def test_launch_phases_refuses_a_server_it_cannot_hook(tmp_path: Path) -> None:
     env = _phase_env(["python", "-m", "sglang.launch_server", "--port", "1"], "sync",
                      {"PYTHONPATH": "/x"})
     assert env == {"PYTHONPATH": f"{HOOK}{os.pathsep}/x", "LOGPIPE_PHASES": "sync"}
+
+
+# A stand-in for a GPU recipe's own site hook: an import finder that removes itself and asks
+# the import system again (so it re-enters every other finder), and a chain that executes the
+# first other sitecustomize.py on the path, which is logpipe's when logpipe's comes first
+RECIPE_SITE = '''
+import importlib.abc, importlib.util, os, sys
+
+class _Finder(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != "sglang.srt.speculative.ngram_worker":
+            return None
+        sys.meta_path.remove(self)
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            sys.meta_path.insert(0, self)
+        run = spec.loader.exec_module
+        def exec_module(module):
+            run(module)
+            module.RECIPE_PATCHED = True
+        spec.loader.exec_module = exec_module
+        return spec
+
+if not any(isinstance(f, _Finder) for f in sys.meta_path):
+    sys.meta_path.insert(0, _Finder())
+_here = os.path.dirname(os.path.abspath(__file__))
+for _d in sys.path:
+    _f = os.path.join(_d or ".", "sitecustomize.py")
+    if os.path.abspath(_d or ".") != _here and os.path.isfile(_f):
+        exec(compile(open(_f).read(), _f, "exec"), {"__name__": "sitecustomize", "__file__": _f})
+        break
+'''
+TWO_HOOKS_DRIVER = '''
+import logging, sys
+logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="[TP0] %(message)s")
+import sglang.srt.speculative.ngram_worker as ngram
+from sglang.srt.managers.tp_worker import Batch
+hooks = [f for f in sys.meta_path if getattr(f, "_logpipe_phase_hook", False)]
+print("finders", len(hooks), "recipe", getattr(ngram, "RECIPE_PATCHED", False))
+method, wraps = ngram.NGRAMWorker.forward_batch_generation, 0
+while hasattr(method, "__wrapped__"):
+    method, wraps = method.__wrapped__, wraps + 1
+print("wraps", wraps)
+ngram.NGRAMWorker().forward_batch_generation(Batch("verify", 2))
+'''
+
+
+def test_the_hook_composes_with_a_site_hook_that_chains_back_to_it(tmp_path: Path) -> None:
+    site = fake_site(tmp_path, "0.5.23")
+    recipe = tmp_path / "recipe"
+    recipe.mkdir()
+    (recipe / "sitecustomize.py").write_text(RECIPE_SITE)
+    env = {**os.environ, "LOGPIPE_PHASES": "host",
+           "PYTHONPATH": os.pathsep.join([str(HOOK), str(recipe), str(site)])}
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(TWO_HOOKS_DRIVER)], env=env,
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]  # was RecursionError in find_spec
+    out = proc.stdout
+    assert "finders 1 recipe True" in out  # one finder of logpipe's; the recipe's patch ran
+    assert "wraps 1" in out  # the cycle method is timed once, not once per execution
+    assert out.count("phase_timings: ") == 1

@@ -23,6 +23,9 @@ the released sources of SGLang 0.5.16 to 0.5.23; on another release the hook log
 that it does nothing.
 
 Standard library only; a ``sitecustomize`` further down the path is run after this one.
+It composes with other site hooks: it runs once per interpreter even when another
+``sitecustomize`` chains by executing this file again, puts one finder on ``sys.meta_path``,
+and never asks a finder of its own kind (nor itself, re-entered) for a module.
 """
 
 from __future__ import annotations
@@ -211,27 +214,46 @@ def _patch(module: Any, targets: list[tuple[str, str, str]]) -> None:
         setattr(cls, method, _wrap(func, role))
 
 
+MARK = "_logpipe_phase_hook"
+"""The attribute that marks this hook's finder and, on ``sys``, that the hook already ran in
+this interpreter: another ``sitecustomize`` that chains by executing every
+``sitecustomize.py`` it finds on the path may execute this file a second time, under another
+module object whose ``_Finder`` is another class."""
+
+
 class _Finder(importlib.abc.MetaPathFinder):
     """Wraps the target modules' methods right after they are imported."""
 
+    _logpipe_phase_hook = True
+
+    def __init__(self) -> None:
+        self._resolving: set[str] = set()
+
     def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
-        if name not in TARGETS:
+        if name not in TARGETS or name in self._resolving:
             return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(name, path, target)
-            if spec is not None and spec.loader is not None:
-                loader = spec.loader
-                run = loader.exec_module
+        # ask the other finders, never one of this hook's kind (a second copy of this file
+        # would otherwise ask this one back) nor this one again while it asks (a finder
+        # of someone else's that re-enters the import system finds none here)
+        self._resolving.add(name)
+        try:
+            for finder in list(sys.meta_path):
+                if getattr(finder, MARK, False) or not hasattr(finder, "find_spec"):
+                    continue
+                spec = finder.find_spec(name, path, target)
+                if spec is not None and spec.loader is not None:
+                    loader = spec.loader
+                    run = loader.exec_module
 
-                def exec_module(module: Any, run: Any = run) -> None:
-                    run(module)
-                    _patch(module, TARGETS[name])
+                    def exec_module(module: Any, run: Any = run) -> None:
+                        run(module)
+                        _patch(module, TARGETS[name])
 
-                loader.exec_module = exec_module  # type: ignore[method-assign]
-                return spec
-        return None
+                    loader.exec_module = exec_module  # type: ignore[method-assign]
+                    return spec
+            return None
+        finally:
+            self._resolving.discard(name)
 
 
 def _install() -> None:
@@ -245,7 +267,8 @@ def _install() -> None:
                      "known (0.5.16 to 0.5.23): no phase timings",
                      ".".join(map(str, release)))
         return
-    sys.meta_path.insert(0, _Finder())
+    if not any(getattr(finder, MARK, False) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _Finder())
 
 
 def _chain() -> None:
@@ -257,5 +280,7 @@ def _chain() -> None:
         spec.loader.exec_module(module)
 
 
-_install()
-_chain()
+if not getattr(sys, MARK, False):  # once per interpreter, however often this file runs
+    setattr(sys, MARK, True)
+    _install()
+    _chain()
