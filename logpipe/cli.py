@@ -285,6 +285,14 @@ def compare(
         help="Compare runs without a captured environment.")] = False,
     allow_profiled: Annotated[bool, typer.Option(
         help="Compare a profiled run with an unprofiled one.")] = False,
+    primary: Annotated[str | None, typer.Option(
+        "--primary", metavar="METRIC",
+        help="The deciding metric, declared before the data: output_throughput, "
+             "request_throughput, median_ttft_ms, p99_ttft_ms, median_tpot_ms, p99_tpot_ms, "
+             "median_itl_ms, p99_itl_ms, median_e2e_latency_ms, p99_e2e_latency_ms (the "
+             "client's benchmark) or decode_throughput (the server log).  Default: the "
+             "client's output throughput when every launch has a benchmark of one "
+             "workload, else the server log; a campaign's plan may declare it.")] = None,
     warmup_lines: Annotated[int, typer.Option(
         help="Also drop the first N steady decode lines of each run.")] = 0,
     warmup_seconds: Annotated[float, typer.Option(
@@ -303,6 +311,7 @@ def compare(
     regression, 1 regression, 2 error, 3 incomparable environments (or a profiled run
     against an unprofiled one), 4 insufficient data.
     """
+    from logpipe.analysis.client_metrics import parse_primary
     from logpipe.compare import Options, compare_campaign, compare_with_baseline, overall_exit
     from logpipe.compare import compare as run_compare
     from logpipe.report import comparison_markdown, comparison_text, comparisons_json
@@ -318,9 +327,13 @@ def compare(
     if fmt not in ("table", "markdown", "json"):
         _fail(LogpipeError(f"unknown format {fmt!r}", hint="use one of: table, markdown, json"))
     allowed = frozenset(k.strip() for k in (allow_env_diff or "").split(",") if k.strip())
-    options = Options(alpha=alpha, threshold=threshold, allow_env_diff=allowed,
-                      allow_unknown_env=allow_unknown_env, allow_profiled=allow_profiled,
-                      warmup=Warmup(warmup_lines, warmup_seconds))
+    try:
+        options = Options(alpha=alpha, threshold=threshold, allow_env_diff=allowed,
+                          allow_unknown_env=allow_unknown_env, allow_profiled=allow_profiled,
+                          warmup=Warmup(warmup_lines, warmup_seconds),
+                          primary=parse_primary(primary))
+    except LogpipeError as exc:
+        _fail(exc)
     source = str(lake if lake is not None else db)
     try:
         if campaign:
@@ -650,6 +663,14 @@ def ab(
     allow_env_diff: Annotated[str | None, typer.Option(
         "--allow-env-diff", help="KEY[,KEY...] identity keys the arms may differ in "
                                  "(added to the plan's allow_env_diff).")] = None,
+    primary: Annotated[str | None, typer.Option(
+        "--primary", metavar="METRIC",
+        help="The deciding metric (as compare --primary; plan key primary).")] = None,
+    warmup_launch: Annotated[bool | None, typer.Option(
+        "--warmup-launch/--no-warmup-launch",
+        help="An unjudged launch of the baseline before round 1 (plan key warmup_launch; "
+             "default on when the plan profiles or an engine compiles kernels at first use "
+             "on a GPU).")] = None,
     record_only: Annotated[bool, typer.Option(
         "--record-only", help="Launch and record every run folder; ingest and judge "
                               "nothing (later, elsewhere: `logpipe ingest DIR` and "
@@ -661,6 +682,7 @@ def ab(
     not the treatment.  Exit codes follow `compare` (0, 1 regression, 2 error, 3
     incomparable, 4 insufficient data).
     """
+    from logpipe.analysis.client_metrics import parse_primary
     from logpipe.experiment import (
         check_plan,
         load_plan,
@@ -693,6 +715,10 @@ def ab(
             plan.fail_fast = fail_fast
         if phases is not None:
             plan.phases = phases_key(phases)
+        if primary is not None:
+            plan.primary = parse_primary(primary)
+        if warmup_launch is not None:
+            plan.warmup_launch = warmup_launch
         check_plan(plan)
         if dry_run:
             typer.echo(schedule_text(plan), nl=False)

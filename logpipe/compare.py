@@ -10,8 +10,15 @@ candidate (each against the first run, the reference).  The order of judgement i
 2. **Statistics** per metric (:mod:`logpipe.stats`): steady decode throughput per matched
    concurrency stratum (``running_req``), prefill input throughput, accept length, accept
    rate (only under one definition), graph coverage, token usage.
-3. **Verdict**: any regression → exit 1; no decode stratum with enough data → exit 4;
-   otherwise exit 0.
+   The client family (:mod:`logpipe.analysis.client`): each launch's linked benchmark
+   (output and request throughput, TTFT, TPOT, ITL, E2E at p50 and p99), judged by the
+   same launch rule.
+3. **Verdict** by one deciding metric, declared (``Options.primary``) or by default the
+   client's output throughput when every launch has a benchmark of one workload, else the
+   server log's decode throughput (its strata through Holm's correction); the other
+   metrics are secondary.  A regression exits 1 only when it is replicated or beyond the
+   environment's measured launch noise; unreplicated, it exits 4.  Server and client
+   families that disagree are said, with the known causes that apply.
 """
 
 from __future__ import annotations
@@ -24,6 +31,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from logpipe.analysis import client as clients
+from logpipe.analysis.client import SERVER_PRIMARY, Bench, bench_of
 from logpipe.analysis.step_phases import Phase, Step, load_steps, phases
 from logpipe.db import open_db
 from logpipe.engines import engine_named, engine_specific
@@ -74,6 +83,9 @@ class Options:
     allow_unknown_env: bool = False
     allow_profiled: bool = False
     warmup: Warmup = Warmup()
+    primary: str | None = None
+    """The deciding metric, declared before the data (``--primary``, the plan's
+    ``primary``): a client metric's column or ``decode_throughput``; None: the default."""
 
 
 @dataclass
@@ -116,9 +128,12 @@ class RunSamples:
     """``runs.engine``: whose log the samples come from."""
     layout: tuple[int | None, ...] = ()
     """``(tp, dp, pp, ep)`` sizes of the launch."""
-    bench: dict[str, float] = field(default_factory=dict)
-    """The launch's client-side benchmark (its linked ``bench_results``: output tok/s,
-    median TTFT and TPOT), the one measure every engine shares."""
+    bench: Bench = field(default_factory=Bench)
+    """The launch's client-side benchmark (its linked ``bench_results``), what users see
+    and the one measure every engine shares."""
+    profile_window: bool = False
+    """A profiler window ran inside the launch's bench (``launch --profile``): its log
+    lines outside the window are steady state, its client numbers include the stall."""
 
     def side(self) -> Side:
         return Side(self.name, self.role, self.env, self.load, self.graphs_off)
@@ -160,6 +175,13 @@ class Metric:
     gates: bool = True
     """Performance metrics decide the verdict and the exit code; diagnostics (graph
     coverage, token usage, accept length and rate) are reported beside them."""
+    family: str = "server"
+    """``server`` (the engine's log) or ``client`` (the linked benchmark)."""
+    key: str | None = None
+    """The deciding-metric name this metric answers to (``decode_throughput``, a client
+    metric's column); None for diagnostics."""
+    secondary: bool = False
+    """Judged, shown, but not the declared deciding metric: it does not set the verdict."""
     launch: LaunchTest | None = None
     """The launch-level test (one value per launch) that decides a performance metric's
     verdict; ``test`` is then the within-launch detail."""
@@ -202,6 +224,20 @@ class Comparison:
     phases: dict[str, list[Phase]] = field(default_factory=dict)
     """Per side, the time of one marked scheduler step by kind, from its launches'
     profiler traces (``trace_steps``); empty when neither side was traced."""
+    primary: str = SERVER_PRIMARY
+    """The deciding metric (a client metric's column or ``decode_throughput``)."""
+    primary_reason: str = ""
+    """Why it decides: declared (``--primary``, the plan) or the default and its ground."""
+    client_noise: dict[str, Noise] = field(default_factory=dict)
+    """The environment's measured launch noise per client metric."""
+    treatment: list[str] = field(default_factory=list)
+    """Every key the arms differ in that is the experiment's treatment (tags, arguments,
+    allowed environment keys, the workload), as ``key: reference → candidate``."""
+    disagreement: str | None = None
+    """One line when the server and client families disagree, with the known causes."""
+    pooled: Any = None
+    """The environment's noise without the launches judged (:class:`EnvNoise`): what
+    paired rounds pool with."""
 
     @property
     def unreplicated(self) -> bool:
@@ -227,11 +263,12 @@ def load_run(store: Store, ref: str, warmup: Warmup = NO_WARMUP) -> RunSamples:
         "SELECT c.env_fingerprint, c.model, c.config_key, c.workload, "
         "max(CASE WHEN e.key = 'launch.plan' THEN e.value END), "
         "max(CASE WHEN e.key = 'launch.arm' THEN e.value END), "
-        "max(CASE WHEN e.key = 'launch.round' THEN e.value END) "
+        "max(CASE WHEN e.key = 'launch.round' THEN e.value END), "
+        "count(CASE WHEN e.key = 'launch.profile' THEN 1 END) > 0 "
         "FROM run_configs c LEFT JOIN run_env e ON e.run_id = c.run_id "
-        "AND e.key IN ('launch.plan', 'launch.arm', 'launch.round') "
-        "WHERE c.run_id = ? GROUP BY ALL", [run_id]) or (None,) * 7
-    fp, model, config_key, workload, plan, arm, round_ = facts
+        "AND e.key IN ('launch.plan', 'launch.arm', 'launch.round', 'launch.profile') "
+        "WHERE c.run_id = ? GROUP BY ALL", [run_id]) or (None,) * 8
+    fp, model, config_key, workload, plan, arm, round_, windowed = facts
     lines = steady_lines(store, run_id, warmup)
     steady = lines.filter(pl.col("state") == "steady")
     dec = steady.filter(pl.col("kind").is_in(DECODE_KINDS))
@@ -265,22 +302,8 @@ def load_run(store: Store, ref: str, warmup: Warmup = NO_WARMUP) -> RunSamples:
         workload=workload, plan=plan, arm=arm,
         round=int(round_) if round_ is not None and str(round_).isdigit() else None,
         steps=tuple(load_steps(store, run_id)), engine=engine, layout=layout,
-        bench=_bench_of(store, run_id),
+        bench=bench_of(store, run_id), profile_window=bool(windowed),
     )
-
-
-BENCH_METRICS = (("output_throughput", "output throughput", "tok/s", True),
-                 ("median_ttft_ms", "median TTFT", "ms", False),
-                 ("median_tpot_ms", "median TPOT", "ms", False))
-"""Client-side measures of a launch's benchmark: ``(column, name, unit, higher is better)``."""
-
-
-def _bench_of(store: Store, run_id: str) -> dict[str, float]:
-    """The launch's benchmark figures (the median over its records, where several)."""
-    cols = ", ".join(f"median({c})" for c, _, _, _ in BENCH_METRICS)
-    row = store.one(f"SELECT {cols} FROM bench_results WHERE run_id = ?", [run_id])
-    return {c: float(v) for (c, _, _, _), v in zip(BENCH_METRICS, row or (), strict=False)
-            if v is not None}
 
 
 def pool(name: str, runs: Sequence[RunSamples]) -> RunSamples:
@@ -321,7 +344,8 @@ def pool(name: str, runs: Sequence[RunSamples]) -> RunSamples:
         fingerprint=first.fingerprint, model=first.model, config_key=first.config_key,
         workload=first.workload, plan=first.plan, arm=first.arm,
         steps=tuple(s for r in runs for s in r.steps), engine=first.engine,
-        layout=first.layout, bench=first.bench)
+        layout=first.layout, bench=first.bench,
+        profile_window=any(r.profile_window for r in runs))
 
 
 def arm_refs(refs: Sequence[str]) -> list[list[str]]:
@@ -332,18 +356,22 @@ def arm_refs(refs: Sequence[str]) -> list[list[str]]:
     return arms
 
 
-def noise_for(store: Store, fingerprint: str | None, model: str | None) -> dict[int, Noise]:
+def noise_for(store: Store, fingerprint: str | None, model: str | None,
+              exclude: frozenset[str] = frozenset()) -> dict[int, Noise]:
     """The measured launch noise of an environment per stratum: the ``launch_noise`` view,
     computed over the runs of that fingerprint and model only (the view reads every
-    run's lines)."""
+    run's lines), the runs in ``exclude`` (those being judged) left out."""
     if fingerprint is None:
         return {}
     groups: dict[tuple[str, str], list[str]] = {}
     for run_id, key, workload in store.all(
             "SELECT run_id, config_key, coalesce(workload, '') FROM run_configs "
             "WHERE env_fingerprint = ? AND model IS NOT DISTINCT FROM ? AND env_complete "
-            "AND NOT coalesce(profiled, false) ORDER BY run_id", [fingerprint, model]):
-        groups.setdefault((key, workload), []).append(run_id)
+            "AND NOT coalesce(profiled, false) AND run_id NOT IN (SELECT run_id FROM "
+            "run_env WHERE key = 'launch.role' AND value = 'warmup') ORDER BY run_id",
+            [fingerprint, model]):
+        if run_id not in exclude:
+            groups.setdefault((key, workload), []).append(run_id)
     by_stratum: dict[int, list[list[float]]] = {}
     for _, members in sorted(groups.items()):  # one order on any storage: same sums
         if len(members) < 2:
@@ -363,6 +391,33 @@ def noise_for(store: Store, fingerprint: str | None, model: str | None) -> dict[
     return out
 
 
+@dataclass(frozen=True)
+class EnvNoise:
+    """An environment's measured launch noise: per server stratum and per client metric."""
+
+    server: dict[int, Noise] = field(default_factory=dict)
+    client: dict[str, Noise] = field(default_factory=dict)
+    pooled: EnvNoise | None = None
+    """The same without the launches being judged: what replicated arms pool their own
+    rounds with (their launches are not counted twice)."""
+
+
+def environment_noise(store: Store, run: RunSamples,
+                      launches: Sequence[Sequence[RunSamples]] = ()) -> EnvNoise:
+    """The launch noise of ``run``'s environment (fingerprint and model), both families.
+    When the arms judged are replicated (``launches``: each arm of two or more), their
+    own launches are left out: their rounds are pooled with the environment's noise, not
+    counted twice; a launch judged alone against the noise keeps its own A/A pairs."""
+    full = EnvNoise(noise_for(store, run.fingerprint, run.model),
+                    clients.client_noise(store, run.fingerprint, run.model))
+    if not (len(launches) > 1 and all(len(arm) > 1 for arm in launches)):
+        return full
+    exclude = frozenset(r.run_id for arm in launches for r in arm)
+    return dataclasses.replace(full, pooled=EnvNoise(
+        noise_for(store, run.fingerprint, run.model, exclude),
+        clients.client_noise(store, run.fingerprint, run.model, exclude)))
+
+
 def compare(db: str, refs: Sequence[str], options: Options = DEFAULTS) -> list[Comparison]:
     """Each arm of ``refs[1:]`` against the arm ``refs[0]`` (an arm: one run, or several
     launches given as a comma-separated list)."""
@@ -370,8 +425,9 @@ def compare(db: str, refs: Sequence[str], options: Options = DEFAULTS) -> list[C
     with open_db(db, read_only=True) as store:
         loaded = [[load_run(store, r, options.warmup) for r in arm] for arm in arms]
         _distinct(loaded)
-        noise = noise_for(store, loaded[0][0].fingerprint, loaded[0][0].model)
-    return [compare_arms(loaded[0], cand, options, noise) for cand in loaded[1:]]
+        noise = environment_noise(store, loaded[0][0], loaded)
+    return [compare_arms(loaded[0], cand, options, noise.server, client_noise=noise.client,
+                         pooled=noise.pooled) for cand in loaded[1:]]
 
 
 def _distinct(arms: Sequence[Sequence[RunSamples]]) -> None:
@@ -399,7 +455,8 @@ def campaign_arms(store: Store, plan: str, warmup: Warmup = NO_WARMUP
         "max(CASE WHEN e.key = 'launch.round' THEN e.value END) AS round "
         "FROM runs r JOIN run_env e USING (run_id) "
         "WHERE r.run_id IN (SELECT run_id FROM run_env WHERE key = 'launch.plan' "
-        "AND value = ?) GROUP BY r.run_id, r.started_at, r.run_seq "
+        "AND value = ?) AND r.run_id NOT IN (SELECT run_id FROM run_env WHERE "
+        "key = 'launch.role' AND value = 'warmup') GROUP BY r.run_id, r.started_at, r.run_seq "
         "ORDER BY r.started_at NULLS LAST, r.run_seq", [plan])
     if not rows:
         known = [p for (p,) in store.all(
@@ -430,7 +487,10 @@ def judge_campaign(store: Store, plan: str, options: Options = DEFAULTS,
     """Each candidate arm of an ``ab`` campaign against its baseline arm, launch by launch
     (paired by round).  The launches are read from the manifests in the database, or given
     (``launches``: arm → run ids in round order, ``baseline``: its arm).  ``logpipe ab``,
-    ``compare --campaign`` and the report judge a campaign with this one function."""
+    ``compare --campaign`` and the report judge a campaign with this one function, with the
+    options its plan recorded in the launches' manifests (the deciding metric, the
+    declared treatment and allowed keys) added to ``options``."""
+    options = campaign_options(store, plan, options)
     if launches is None:
         base, candidates = campaign_arms(store, plan, options.warmup)
         base_name = base[0].arm or "baseline"
@@ -440,10 +500,33 @@ def judge_campaign(store: Store, plan: str, options: Options = DEFAULTS,
                   for arm, ids in launches.items()}
         base, base_name = loaded.pop(baseline), baseline
         candidates = loaded
-    noise = noise_for(store, base[0].fingerprint, base[0].model)
-    return [compare_arms(base, runs, options, noise,
-                         names=(f"{plan}-{base_name}", f"{plan}-{arm}"))
+    noise = environment_noise(store, base[0], [base, *candidates.values()])
+    return [compare_arms(base, runs, options, noise.server, client_noise=noise.client,
+                         names=(f"{plan}-{base_name}", f"{plan}-{arm}"), pooled=noise.pooled)
             for arm, runs in candidates.items()]
+
+
+def campaign_options(store: Store, plan: str, options: Options) -> Options:
+    """``options`` with what campaign ``plan`` recorded: its deciding metric (unless one is
+    given), and the keys its own commands set differently (its declared treatment) and
+    its ``allow_env_diff`` added to the keys allowed to differ."""
+    recorded: dict[str, set[str]] = {}
+    for key, value in store.all(
+            "SELECT key, value FROM run_env WHERE key IN ('launch.primary', "
+            "'launch.allow_env_diff', 'launch.treatment') AND run_id IN (SELECT run_id "
+            "FROM run_env WHERE key = 'launch.plan' AND value = ?)", [plan]):
+        recorded.setdefault(key, set()).update(
+            v.strip() for v in str(value or "").split(",") if v.strip())
+    allowed = recorded.get("launch.allow_env_diff", set()) | recorded.get(
+        "launch.treatment", set())
+    primaries = recorded.get("launch.primary", set())
+    primary = options.primary
+    if primary is None and len(primaries) == 1:
+        primary = clients.parse_primary(next(iter(primaries)))
+    if not allowed - options.allow_env_diff and primary == options.primary:
+        return options
+    return dataclasses.replace(options, allow_env_diff=options.allow_env_diff | allowed,
+                               primary=primary)
 
 
 def compare_campaign(db: str, plan: str, options: Options = DEFAULTS) -> list[Comparison]:
@@ -470,8 +553,9 @@ def compare_with_baseline(db: str, ref: str, options: Options = DEFAULTS) -> Com
                                None, options=options)
             if _environment(base, spec, probe, options) and not base.profiled:
                 # judged like `compare --run BASE --run SPEC`: against the launch noise
-                c = compare_runs(base, spec, options,
-                                 noise_for(store, base.fingerprint, base.model))
+                noise = environment_noise(store, base)
+                c = compare_arms([base], [spec], options, noise.server,
+                                 client_noise=noise.client)
                 c.notes.insert(0, f"baseline chosen: {base.name}, the nearest in time of the "
                                   f"baselines of the same model whose environment matches "
                                   f"({len(rows)} baseline(s) of that model)")
@@ -506,9 +590,10 @@ def overall_exit(comparisons: Sequence[Comparison]) -> int:
 # --------------------------------------------------------------------------- compare
 
 def compare_runs(a: RunSamples, b: RunSamples, options: Options = DEFAULTS,
-                 noise: dict[int, Noise] | None = None) -> Comparison:
+                 noise: dict[int, Noise] | None = None,
+                 client_noise: dict[str, Noise] | None = None) -> Comparison:
     """``b`` (candidate) against ``a`` (reference): one launch each."""
-    return compare_arms([a], [b], options, noise)
+    return compare_arms([a], [b], options, noise, client_noise=client_noise)
 
 
 def _arm_name(runs: Sequence[RunSamples]) -> str:
@@ -542,7 +627,9 @@ def _round_order(ref: list[RunSamples], cand: list[RunSamples]) -> str:
 
 def compare_arms(ref: Sequence[RunSamples], cand: Sequence[RunSamples],
                  options: Options = DEFAULTS, noise: dict[int, Noise] | None = None,
-                 names: tuple[str | None, str | None] = (None, None)) -> Comparison:
+                 names: tuple[str | None, str | None] = (None, None), *,
+                 client_noise: dict[str, Noise] | None = None,
+                 pooled: EnvNoise | None = None) -> Comparison:
     """Candidate arm ``cand`` against reference arm ``ref`` (each one or more launches):
     environment first, then each metric judged on one value per launch (the lines are the
     within-launch detail), then the verdict."""
@@ -554,7 +641,8 @@ def compare_arms(ref: Sequence[RunSamples], cand: Sequence[RunSamples],
                    options=options, profiled={a.name: a.profiled, b.name: b.profiled},
                    excluded={a.name: a.excluded, b.name: b.excluded},
                    arms={a.name: [r.name for r in ref], b.name: [r.name for r in cand]},
-                   noise=dict(noise or {}))
+                   noise=dict(noise or {}), client_noise=dict(client_noise or {}))
+    c.pooled = pooled if pooled is not None else EnvNoise(c.noise, c.client_noise)
     if ref[0].engine and cand[0].engine and ref[0].engine != cand[0].engine:
         return _compare_engines(ref, cand, c, options, paired_by)
     if not _environment(ref[0], cand[0], c, options):
@@ -565,13 +653,89 @@ def compare_arms(ref: Sequence[RunSamples], cand: Sequence[RunSamples],
     # launches shared their variables and packages
     c.same_configuration = (ref[0].env.complete and cand[0].env.complete
                             and not _config_differences(ref[0], cand[0]))
+    c.treatment = _treatment(ref[0], cand[0], c)
     _statistics(a, b, c, options)
     _launch_level(ref, cand, c, options, paired_by)
+    _client_family(ref, cand, c, options, paired_by)
+    _choose_primary(ref, cand, c, options)
     _speculation(a, b, c)
     if a.steps or b.steps:
         c.phases = {a.name: phases(a.steps), b.name: phases(b.steps)}
     _verdict(c, options)
+    _disagreement(ref, cand, c, options)
     return c
+
+
+def _treatment(a: RunSamples, b: RunSamples, c: Comparison) -> list[str]:
+    """What the experiment changed: every key of the treatment, capacity and identity
+    tiers (the latter only where allowed) and every tag the two launches differ in, and
+    the workload."""
+    d = c.env_diff if c.env_diff is not None else diff(a.name, a.env, b.name, b.env)
+    out = []
+    for i in d.items:
+        if i.tier in ("treatment", "capacity", "identity") or i.key.startswith("tag."):
+            out.append(f"{i.key}: {_shown(i.a)} → {_shown(i.b)}")
+    if (a.workload or None) != (b.workload or None):
+        out.append(f"workload: {a.workload or 'unknown'} → {b.workload or 'unknown'}")
+    return out
+
+
+def _shown(value: Any) -> str:
+    return "unset" if value is None else str(value)
+
+
+def _client_values(arm: Sequence[RunSamples], column: str) -> list[float | None]:
+    """One client value per launch; None for a launch whose bench ran a profiler window."""
+    return [None if (r.profile_window or r.profiled) else r.bench.values.get(column)
+            for r in arm]
+
+
+def _client_family(ref: list[RunSamples], cand: list[RunSamples], c: Comparison,
+                   options: Options, paired_by: str) -> None:
+    """Each client metric judged on one value per launch, by the launch rule, against the
+    environment's client-side launch noise."""
+    kw = {"alpha": options.alpha, "threshold": options.threshold}
+    names_a, names_b = [r.name for r in ref], [r.name for r in cand]
+    windowed = [r.name for r in (*ref, *cand)
+                if (r.profile_window or r.profiled) and r.bench.records]
+    if windowed:
+        c.notes.append("client numbers of " + ", ".join(windowed) + " left out of the "
+                       "verdicts: a profiler ran during their bench (their server-log values "
+                       "outside the profiled window are kept)")
+    for cm in clients.CLIENT_METRICS:
+        va, vb = _client_values(ref, cm.column), _client_values(cand, cm.column)
+        xa = np.array([v for v in va if v is not None], dtype=float)
+        xb = np.array([v for v in vb if v is not None], dtype=float)
+        if not len(xa) or not len(xb):
+            continue
+        m = Metric(cm.name, cm.unit, cm.higher_is_better,
+                   compare_samples(xa, xb, higher_is_better=cm.higher_is_better, **kw),
+                   family="client", key=cm.column)
+        m.launch = judge_launches(names_a, va, names_b, vb,
+                                  higher_is_better=cm.higher_is_better,
+                                  paired=bool(paired_by),
+                                  noise=(c.pooled.client if paired_by else c.client_noise).get(
+                                      cm.column),
+                                  within=None, **kw)
+        c.metrics.append(m)
+
+
+def _choose_primary(ref: list[RunSamples], cand: list[RunSamples], c: Comparison,
+                    options: Options, engines: bool = False) -> None:
+    """Declare the deciding metric; every other performance metric is secondary."""
+    if options.primary is not None:
+        c.primary, c.primary_reason = options.primary, "declared"
+    elif engines:
+        c.primary, c.primary_reason = (clients.DEFAULT_CLIENT_PRIMARY, "default for two "
+                                       "engines: the one measure both share")
+    else:
+        launches = [*ref, *cand]
+        benches = [None if (r.profile_window or r.profiled) else r.bench for r in launches]
+        c.primary, c.primary_reason = clients.default_primary(
+            benches, [r.workload if r.bench.records else None for r in launches])
+    for m in c.metrics:
+        if m.gates and m.higher_is_better is not None and m.key != c.primary:
+            m.secondary = True
 
 
 # ---------------------------------------------------------------------- across engines
@@ -651,19 +815,10 @@ def _compare_engines(ref: list[RunSamples], cand: list[RunSamples], c: Compariso
     if _arms_not_repeats(ref, cand, c):
         return c
     kw = {"alpha": options.alpha, "threshold": options.threshold}
-    names_a, names_b = [r.name for r in ref], [r.name for r in cand]
-    for col, name, unit, higher in BENCH_METRICS:
-        va = [r.bench.get(col) for r in ref]
-        vb = [r.bench.get(col) for r in cand]
-        xa = np.array([v for v in va if v is not None], dtype=float)
-        xb = np.array([v for v in vb if v is not None], dtype=float)
-        if not len(xa) or not len(xb):
-            c.notes.append(f"{name}: not in the benchmark of every launch, not compared")
-            continue
-        m = Metric(name, unit, higher, compare_samples(xa, xb, higher_is_better=higher, **kw))
-        m.launch = judge_launches(names_a, va, names_b, vb, higher_is_better=higher,
-                                  paired=bool(paired_by), noise=None, within=m.test, **kw)
-        c.metrics.append(m)
+    c.treatment = _treatment(ref[0], cand[0], c)
+    _client_family(ref, cand, c, options, paired_by)
+    if not c.metrics:
+        c.notes.append("no benchmark figure is in the benchmark of every launch")
     a, b = pool(c.reference, ref), pool(c.candidate, cand)
     for s in sorted(set(a.decode) & set(b.decode)):
         c.metrics.append(Metric("server decode throughput", "tok/s", True, compare_samples(
@@ -673,22 +828,23 @@ def _compare_engines(ref: list[RunSamples], cand: list[RunSamples], c: Compariso
     c.replication = (f"{len(ref)} rounds, paired {paired_by}: verdict on the per-round ratios "
                      "of launch benchmarks (Student t)" if paired_by else
                      f"{len(ref)} and {len(cand)} launches, unpaired")
-    # (no correction over this family yet: the benchmark's metrics summarise the same
-    # requests, and Holm's over them would need more rounds than such a campaign has)
-    gating = [m for m in c.metrics if m.gates]
-    if not gating or all(m.verdict == "insufficient data" for m in gating):
+    _choose_primary(ref, cand, c, options, engines=True)
+    m = deciding_metric(c)
+    if m is None or m.launch is None or m.verdict == "insufficient data":
         c.verdict, c.exit_code = "insufficient data", EXIT_INSUFFICIENT
         c.notes.append("no benchmark linked to the launches of both engines (or too few "
                        "launches): run the same benchmark against each")
-    elif any(m.verdict == "regression" for m in gating):
-        c.verdict, c.exit_code = "regression", EXIT_REGRESSION
-    else:
-        c.verdict = ("improvement" if any(m.verdict == "improvement" for m in gating)
-                     else "no significant change")
-        c.exit_code = EXIT_OK
-    for m in gating:
-        if m.launch is not None and m.launch.disagreeing:
-            c.notes.append(f"{m.name}: {m.launch.disagreeing}")
+        return c
+    c.verdict = m.verdict
+    c.exit_code = EXIT_REGRESSION if m.verdict == "regression" else EXIT_OK
+    if c.verdict == "regression" and m.launch.method == "unreplicated":
+        c.verdict, c.exit_code = "unreplicated regression", EXIT_INSUFFICIENT
+        c.notes.insert(0, f"unreplicated: {(m.launch.ratio - 1) * 100:+.1f}% "
+                          f"({metric_name(m)}) from one launch each: inconclusive (exit 4). "
+                          f"{UNREPLICATED_HINT[0].upper()}{UNREPLICATED_HINT[1:]}")
+    for x in c.metrics:
+        if x.gates and x.launch is not None and x.launch.disagreeing and not x.secondary:
+            c.notes.append(f"{x.name}: {x.launch.disagreeing}")
     return c
 
 
@@ -707,7 +863,7 @@ def _launch_level(ref: list[RunSamples], cand: list[RunSamples], c: Comparison,
         if m.name == "decode throughput" and m.stratum is not None:
             va = [_launch_value(r.decode.get(m.stratum)) for r in ref]
             vb = [_launch_value(r.decode.get(m.stratum)) for r in cand]
-            stratum_noise = c.noise.get(m.stratum)
+            stratum_noise = (c.pooled.server if paired_by else c.noise).get(m.stratum)
         elif m.name == "prefill input throughput":
             va = [_launch_value(r.prefill) for r in ref]
             vb = [_launch_value(r.prefill) for r in cand]
@@ -821,7 +977,8 @@ def _statistics(a: RunSamples, b: RunSamples, c: Comparison, options: Options) -
     for s in matched:
         c.metrics.append(Metric("decode throughput", "tok/s", True,
                                 compare_samples(a.decode[s], b.decode[s],
-                                                higher_is_better=True, **kw), stratum=s))
+                                                higher_is_better=True, **kw), stratum=s,
+                                key=SERVER_PRIMARY))
     if len(a.prefill) or len(b.prefill):
         c.metrics.append(Metric("prefill input throughput", "tok/s", True,
                                 compare_samples(a.prefill, b.prefill, higher_is_better=True,
@@ -926,7 +1083,116 @@ def _speculation(a: RunSamples, b: RunSamples, c: Comparison) -> None:
 
 
 def _verdict(c: Comparison, options: Options) -> None:
-    gating = [m for m in c.metrics if m.gates and m.higher_is_better is not None]
+    """The verdict of the declared deciding metric; an unreplicated regression exits 4."""
+    if c.primary == SERVER_PRIMARY:
+        _server_verdict(c, options)
+    else:
+        _client_verdict(c, options)
+    deciding = deciding_metric(c)
+    if deciding is not None and deciding.launch is not None:
+        if deciding.launch.method.endswith("environment noise"):
+            c.replication += f"; {deciding.launch.pooled}"
+    if c.verdict == "regression" and _unreplicated(c):
+        size = (f"{(deciding.launch.ratio - 1) * 100:+.1f}%" if deciding is not None
+                and deciding.launch is not None and deciding.launch.ratio else "a drop")
+        c.verdict, c.exit_code = "unreplicated regression", EXIT_INSUFFICIENT
+        c.notes.insert(0, f"unreplicated: {size} ({metric_name(deciding)}) from one launch "
+                          "each, with no launch noise measured for this environment: "
+                          "inconclusive, not a regression (exit 4). "
+                          f"{UNREPLICATED_HINT[0].upper()}{UNREPLICATED_HINT[1:]}")
+
+
+def _unreplicated(c: Comparison) -> bool:
+    """The regression rests only on unreplicated launch tests (one launch each, no noise)."""
+    deciding = [m for m in c.metrics if m.gates and not m.secondary
+                and m.higher_is_better is not None and m.verdict == "regression"]
+    return bool(deciding) and all(m.launch is None or m.launch.method == "unreplicated"
+                                  for m in deciding)
+
+
+def metric_name(m: Metric | None) -> str:
+    if m is None:
+        return "no metric"
+    where = f" @ {m.stratum} running" if m.stratum is not None else ""
+    return f"{m.family} {m.name}{where}"
+
+
+def deciding_metric(c: Comparison) -> Metric | None:
+    """The metric that sets the verdict: the declared client metric, or the server's
+    decode throughput at its best-populated stratum."""
+    if c.primary == SERVER_PRIMARY:
+        return primary_metric(c)
+    return next((m for m in c.metrics if m.family == "client" and m.key == c.primary), None)
+
+
+def _client_verdict(c: Comparison, options: Options) -> None:
+    m = deciding_metric(c)
+    label = clients.metric_label(c.primary)
+    if m is None or m.launch is None or m.verdict == "insufficient data":
+        c.verdict, c.exit_code = "insufficient data", EXIT_INSUFFICIENT
+        c.notes.append(f"the deciding metric, {label}, has no value in "
+                       + ("the launches of both arms" if m is None else m.launch.detail
+                          if m.launch is not None else "every launch")
+                       + " (declare another with --primary)")
+        return
+    c.replication = _client_replication(m.launch, c)
+    if c.same_configuration:
+        _same_configuration(c, m, [x for x in c.metrics if x.launch is not None])
+        return
+    c.verdict = m.verdict
+    c.exit_code = EXIT_REGRESSION if m.verdict == "regression" else EXIT_OK
+    if m.launch.disagreeing:
+        c.notes.append(f"{label}: {m.launch.disagreeing}")
+
+
+def _client_replication(t: LaunchTest, c: Comparison) -> str:
+    ka, kb = t.launches
+    if t.method.startswith("paired rounds"):
+        return (f"{ka} rounds, paired: verdict on the per-round ratios of the launches' "
+                "client values (Student t)")
+    if t.method == "welch":
+        return f"unpaired arms of {ka} and {kb} launches: Welch on per-launch log values"
+    if t.method == "launch noise":
+        noise = c.client_noise.get(c.primary)
+        return ("one launch per arm: judged against this environment's launch noise, "
+                f"measured on {noise.pairs if noise else '?'} A/A pair(s)")
+    return f"{UNREPLICATED} ({UNREPLICATED_HINT})"
+
+
+def _same_configuration(c: Comparison, deciding: Metric | None, gating: list[Metric]) -> None:
+    """An A/A pair: launch noise, never a regression or an improvement."""
+    ratio = deciding.launch.ratio if deciding and deciding.launch else None
+    size = f"{(ratio - 1) * 100:+.1f}%" if ratio is not None else "unknown"
+    c.verdict = "same configuration"
+    c.exit_code = EXIT_OK
+    c.replication = ("A/A: launches of one configuration (no identity, treatment or "
+                     "capacity key differs, same workload)")
+    for m in gating:
+        if m.launch is not None:
+            m.launch.verdict = "launch noise"
+            m.launch.detail = "A/A: the difference is launch-to-launch variation"
+    where = (f" at {deciding.stratum} running" if deciding is not None
+             and deciding.stratum is not None else
+             f" in {metric_name(deciding)}" if deciding is not None else "")
+    c.notes.insert(0, f"same configuration: the difference, {size}{where}, is "
+                      "launch-to-launch variation (an A/A pair feeds the launch_noise "
+                      "view; it is never a regression or an improvement)")
+    if deciding is None:
+        return
+    measured = (c.noise.get(deciding.stratum) if deciding.stratum is not None
+                else c.client_noise.get(deciding.key or ""))
+    if measured is not None and ratio is not None and measured.log_sd > 0:
+        z = abs(np.log(ratio)) / (measured.log_sd * np.sqrt(2))
+        if z > 3:
+            c.notes.insert(1, f"the difference is {z:.1f}× the spread of two launches "
+                              f"({measured.describe()}): if something not recorded "
+                              "differs (a code change), tag the launches (`--tag "
+                              "build=...`) so they are compared as different")
+
+
+def _server_verdict(c: Comparison, options: Options) -> None:
+    gating = [m for m in c.metrics if m.gates and m.higher_is_better is not None
+              and not m.secondary]
     counted, uncounted = headline_metrics(gating, options.alpha)
     regressions = [m for m in counted if m.verdict == "regression"]
     decode = [m for m in c.metrics if m.name == "decode throughput"]
@@ -947,29 +1213,8 @@ def _verdict(c: Comparison, options: Options) -> None:
                        f"{MIN_LAUNCH_LINES} for a launch's median to count)")
         return
     if c.same_configuration:
-        primary = primary_metric(c)
-        ratio = primary.launch.ratio if primary and primary.launch else None
-        size = f"{(ratio - 1) * 100:+.1f}%" if ratio is not None else "unknown"
-        c.verdict = "same configuration"
-        c.exit_code = EXIT_OK
-        c.replication = ("A/A: launches of one configuration (no identity, treatment or "
-                         "capacity key differs, same workload)")
-        for m in gating:
-            if m.launch is not None:
-                m.launch.verdict = "launch noise"
-                m.launch.detail = "A/A: the difference is launch-to-launch variation"
-        c.notes.insert(0, f"same configuration: the difference, {size} at "
-                          f"{primary.stratum if primary else '?'} running, is "
-                          "launch-to-launch variation (an A/A pair feeds the launch_noise "
-                          "view; it is never a regression or an improvement)")
-        measured = c.noise.get(primary.stratum) if primary and primary.stratum else None
-        if measured is not None and ratio is not None and measured.log_sd > 0:
-            z = abs(np.log(ratio)) / (measured.log_sd * np.sqrt(2))
-            if z > 3:
-                c.notes.insert(1, f"the difference is {z:.1f}× the spread of two launches "
-                                  f"({measured.describe()}): if something not recorded "
-                                  "differs (a code change), tag the launches (`--tag "
-                                  "build=...`) so they are compared as different")
+        _same_configuration(c, primary_metric(c),
+                            [m for m in c.metrics if m.gates and m.higher_is_better is not None])
         return
     if regressions:
         c.verdict = "regression"
@@ -982,3 +1227,37 @@ def _verdict(c: Comparison, options: Options) -> None:
     for m in decode:
         if m.launch is not None and m.launch.disagreeing:
             c.notes.append(f"@{m.stratum} running: {m.launch.disagreeing}")
+
+
+def _disagreement(ref: list[RunSamples], cand: list[RunSamples], c: Comparison,
+                  options: Options) -> None:
+    """One line when the server log and the client's benchmark disagree: in sign, or by
+    more than their launch noise; with the known causes that apply."""
+    if c.same_configuration:
+        return  # an A/A pair's two families are two views of launch noise
+    server = primary_metric(c)
+    client = next((m for m in c.metrics if m.family == "client"
+                   and m.key == clients.DEFAULT_CLIENT_PRIMARY), None)
+    if server is None or client is None or server.launch is None or client.launch is None:
+        return
+    rs, rc = server.launch.ratio, client.launch.ratio
+    if not rs or not rc:
+        return
+    ns, nc = c.noise.get(server.stratum or -1), c.client_noise.get(client.key or "")
+    k = max(1, min(len(ref), len(cand)))
+    spread = (float(np.sqrt((ns.log_sd ** 2 + nc.log_sd ** 2) * 2 / k))
+              if ns is not None and nc is not None else None)
+    if not clients.disagree(rs, rc, options.threshold, spread):
+        return
+    va = [v for v in client.launch.values_a if v]
+    vb = [v for v in client.launch.values_b if v]
+    seen = (f" ({float(np.exp(np.mean(np.log(va)))):.1f} → "
+            f"{float(np.exp(np.mean(np.log(vb)))):.1f} {client.unit})" if va and vb else "")
+    causes = clients.disagreement_causes(ref, cand)
+    c.disagreement = (
+        f"server and client disagree: the server log says {(rs - 1) * 100:+.1f}% (decode "
+        f"throughput @ {server.stratum} running) while the client saw {rc:.2f}x output "
+        f"throughput{seen}; "
+        + ("known causes that apply: " + "; ".join(causes) if causes else
+           "no known cause applies (profiler window, cold launch, failed requests, "
+           "workload, bench client): look at what the log's steady state leaves out"))

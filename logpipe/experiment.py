@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from logpipe.analysis.client_metrics import metric_label, parse_primary
 from logpipe.env import Tiers, capture, launch_args
 from logpipe.errors import InputError, LogpipeError
 from logpipe.interrupts import catch_signals
@@ -638,6 +639,14 @@ class Plan:
     """Profile this many busy steps in the first launch of every arm (``launch --profile``)."""
     phases: str | None = None
     """Time every launch's phases (``launch --phases``): ``host`` or ``sync``."""
+    primary: str | None = None
+    """The deciding metric, declared before the data (``--primary``; None: the default)."""
+    declared: frozenset[str] = frozenset()
+    """Identity keys the arms differ in because the plan's own commands or ``[env]`` set
+    them differently: the declared treatment (filled by :func:`check_plan`)."""
+    warmup_launch: bool | None = None
+    """An unjudged launch of the baseline before round 1; None: the default (on when the
+    plan profiles or the engine compiles kernels at first use)."""
 
     @property
     def arms(self) -> list[Arm]:
@@ -709,7 +718,7 @@ def phases_key(value: Any) -> str | None:
 
 PLAN_KEYS = ("name", "rounds", "order", "seed", "ready_timeout", "bench_timeout", "out",
              "allow_env_diff", "bench", "env", "baseline", "candidates", "sweep",
-             "fail_fast", "profile", "phases")
+             "fail_fast", "profile", "phases", "primary", "warmup_launch")
 ARM_KEYS = ("name", "command", "env")
 
 
@@ -769,6 +778,8 @@ def load_plan(path: Path, check: bool = True) -> Plan:
             fail_fast=bool(data.get("fail_fast", True)),
             profile=int(data["profile"]) if data.get("profile") else None,
             phases=phases_key(data.get("phases")),
+            primary=parse_primary(data.get("primary")),
+            warmup_launch=(bool(data["warmup_launch"]) if "warmup_launch" in data else None),
             rounds=int(data.get("rounds", 2)), order=str(data.get("order", "abba")),
             seed=int(data.get("seed", 0)),
             ready_timeout=float(data.get("ready_timeout", 600)),
@@ -825,10 +836,15 @@ def check_plan(plan: Plan) -> None:
         # arms of two engines: the engine is the treatment, with its arguments, packages
         # and variables; the machine, the model and the other variables must match
         cross = engine_of_command(cand.command) is not base_engine
-        bad = sorted(k for k in set(base) | set(other)
-                     if base.get(k) != other.get(k) and k not in plan.allow_env_diff
-                     and not (cross and engine_specific(k))
-                     and (k == "command.program" or tiers.tier(k) == "identity"))
+        differing = sorted(k for k in set(base) | set(other)
+                           if base.get(k) != other.get(k) and k not in plan.allow_env_diff
+                           and not (cross and engine_specific(k))
+                           and (k == "command.program" or tiers.tier(k) == "identity"))
+        # a key the plan's own commands or [env] set differently is what the plan varies:
+        # the declared treatment (a CUDA-graph or NCCL experiment), recorded in every
+        # launch's manifest so that the campaign is judged with it wherever it is ingested
+        plan.declared = plan.declared | {k for k in differing if k != "command.program"}
+        bad = [k for k in differing if k == "command.program"]
         if bad:
             raise InputError(
                 f"arm {cand.name!r} differs from {plan.baseline.name!r} in identity key(s) "
@@ -837,6 +853,27 @@ def check_plan(plan: Plan) -> None:
                 + ": that is not the treatment, so the comparison would be refused",
                 hint="make the arms differ only in the treatment (speculative_*), or list the "
                 "keys in the plan's allow_env_diff")
+
+
+def warmup_default(plan: Plan) -> tuple[bool, str]:
+    """Whether ``plan`` runs an unjudged warm-up launch before round 1, and why: as the
+    plan says; by default when it profiles (the first launch's caches and the profiler's
+    own start-up) or when an arm's engine compiles kernels at first use (SGLang and vLLM
+    on a GPU: Triton, FlashInfer and torch.compile caches; a first launch on a fresh
+    machine ran its bench at 0.56x the next one's)."""
+    if plan.warmup_launch is not None:
+        return plan.warmup_launch, ("the plan's warmup_launch" if plan.warmup_launch else "")
+    if plan.profile:
+        return True, "default: the plan profiles"
+    from logpipe.engines import engine_of_command
+
+    for arm in plan.arms:
+        engine = engine_of_command(arm.command)
+        words = " ".join(arm.command)
+        if engine is not None and "--device cpu" not in words and "--device=cpu" not in words:
+            return True, (f"default: {engine.name} compiles kernels at first use on a GPU "
+                          "(cold caches)")
+    return False, ""
 
 
 @dataclass
@@ -868,6 +905,24 @@ def run_plan(plan: Plan, db: Path, *, echo: Echo | None = None,
     say = echo or (lambda _line: None)
     schedule = plan.schedule()
     stopped = ""
+    # how the campaign is to be judged travels in every launch's manifest: `compare
+    # --campaign` on the recorded folders, ingested anywhere, judges it as `ab` does
+    judging = {"primary": plan.primary or "",
+               "allow_env_diff": ",".join(sorted(plan.allow_env_diff)),
+               "treatment": ",".join(sorted(plan.declared))}
+    warm, why = warmup_default(plan)
+    if warm:
+        name = f"{plan.name}-warmup"
+        say(f"logpipe: [warm-up] {name} ({why}; not judged)")
+        res = launch(plan.baseline.command, LaunchOptions(
+            name=name, out=out / name, ready_timeout=plan.ready_timeout, bench=plan.bench,
+            bench_timeout=plan.bench_timeout, db=db, env={**plan.env, **plan.baseline.env},
+            stop_waits=stop_waits, echo=echo, record_only=record_only, phases=plan.phases,
+            launch_info={"plan": plan.name, "arm": "warmup", "round": 0, "role": "warmup",
+                         **judging}))
+        if res.status == "interrupted":
+            return PlanResult(plan, [], notes=[f"interrupted during the warm-up launch {name}"],
+                              exit_code=130)
     for i, (round_, arm) in enumerate(schedule, 1):
         name = plan.run_name(arm, round_)
         say(f"logpipe: [{i}/{len(schedule)}] {name}")
@@ -878,7 +933,8 @@ def run_plan(plan: Plan, db: Path, *, echo: Echo | None = None,
             profile_steps=plan.profile if sum(1 for _, a, _ in launches if a is arm) == 0
             else None,
             launch_info={"plan": plan.name, "arm": arm.name, "round": round_,
-                         "role": "baseline" if arm is plan.baseline else "candidate"}))
+                         "role": "baseline" if arm is plan.baseline else "candidate",
+                         **judging}))
         launches.append((round_, arm, res))
         if res.status == "interrupted":
             break
@@ -891,6 +947,9 @@ def run_plan(plan: Plan, db: Path, *, echo: Echo | None = None,
             say(f"logpipe: {stopped}")
             break
     result = PlanResult(plan, launches)
+    if warm:
+        result.notes.append(f"a warm-up launch of the baseline ran before round 1 ({why}); "
+                            "it is not judged")
     if stopped:
         result.notes.append(stopped)
     if record_only:
@@ -913,7 +972,7 @@ def _judge_plan(result: PlanResult, db: Path, options: Any) -> None:
     from logpipe.db import open_db
 
     plan = result.plan
-    options = options or Options(allow_env_diff=plan.allow_env_diff)
+    options = options or Options(allow_env_diff=plan.allow_env_diff, primary=plan.primary)
     by_arm: dict[str, list[str]] = {}
     for round_, arm, res in result.launches:
         result.rounds.setdefault(arm.name, {})[round_] = res.steady_tps
@@ -962,6 +1021,8 @@ def _plan_checks(result: PlanResult, db: Path) -> None:
     from logpipe.checks import load_suites, run_checks
 
     names = {res.name for _, _, res in result.launches}
+    # a campaign's arms are judged arm against arm: their rows are named PLAN-ARM
+    names |= {f"{result.plan.name}-{arm.name}" for arm in result.plan.arms}
     try:
         report = run_checks(db, load_suites(["pairing", "regressions"]))
     except LogpipeError as exc:
@@ -1037,6 +1098,9 @@ def schedule_text(plan: Plan) -> str:
     lines = [f"Plan {plan.name}: {len(plan.schedule())} launch(es), {plan.rounds} round(s), "
              f"order {plan.order}" + (", stops when an arm's first launch fails"
                                       if plan.fail_fast else ", keeps going on failures")]
+    warm, why = warmup_default(plan)
+    if warm:
+        lines.append(f"  [0] {plan.name}-warmup (the baseline, not judged: {why})")
     seen: set[str] = set()
     for i, (round_, arm) in enumerate(plan.schedule(), 1):
         profiled = plan.profile and arm.name not in seen
@@ -1049,7 +1113,11 @@ def schedule_text(plan: Plan) -> str:
         if env:
             lines.append("  env: " + " ".join(f"{k}={v}" for k, v in sorted(env.items())))
     lines.append(f"bench: {plan.bench}")
+    lines.append("Deciding metric: " + (metric_label(plan.primary) + " (declared)"
+                                         if plan.primary else "the default (compare --help)"))
     lines.append("Identity check: the arms differ only in the treatment"
+                 + (" (declared by the plan's commands: " + ", ".join(sorted(plan.declared))
+                    + ")" if plan.declared else "")
                  + (" and the allowed keys " + ", ".join(sorted(plan.allow_env_diff))
                     if plan.allow_env_diff else "")
                  + " (nothing was launched: --dry-run)")

@@ -54,6 +54,17 @@ class Noise:
     launches: int
     pairs: int
     configurations: int
+    pair_diffs: tuple[float, ...] = ()
+    """|log difference| of every A/A pair: the empirical distribution a launch judged
+    alone is held against (launch noise has heavy tails: a neighbour on the box)."""
+
+    def empirical_p(self, diff: float) -> float | None:
+        """The share of this environment's A/A pairs that differ at least as much as
+        ``diff`` (add-one, so never 0); None without pairs."""
+        if not self.pair_diffs:
+            return None
+        beyond = sum(1 for x in self.pair_diffs if x >= abs(diff) - 1e-12)
+        return (1 + beyond) / (1 + len(self.pair_diffs))
 
     def describe(self) -> str:
         return (f"launch noise ±{(math.exp(self.log_sd) - 1) * 100:.1f}% (1 SD) measured on "
@@ -66,15 +77,31 @@ def pool_noise(groups: Sequence[Sequence[float]]) -> Noise | None:
     configuration, workload and stratum); None when no group has two launches, or when
     every repeat gave exactly the same value (copies of one log, not launches: a spread
     of zero would make any difference significant)."""
-    usable = [np.log(np.asarray(g, dtype=float)) for g in groups if len(g) >= 2]
+    usable = [g for g in (_distinct_launches(g) for g in groups) if len(g) >= 2]
     if not usable:
         return None
     df = sum(len(g) - 1 for g in usable)
     ss = sum(float(np.sum((g - g.mean()) ** 2)) for g in usable)
     if ss <= 0:
         return None
+    diffs = tuple(sorted(abs(float(x - y)) for g in usable
+                         for x, y in itertools.combinations(g, 2)))
     return Noise(math.sqrt(ss / df), df, sum(len(g) for g in usable),
-                 sum(len(g) * (len(g) - 1) // 2 for g in usable), len(usable))
+                 sum(len(g) * (len(g) - 1) // 2 for g in usable), len(usable), diffs)
+
+
+def _distinct_launches(values: Sequence[float]) -> np.ndarray:
+    """The log values of one group of repeat launches, a value repeated exactly counted
+    once: two launches never give the same median to the last digit, a copy of one log
+    (a relay, a re-ingested paste) does, and a spread of zero is not a measurement."""
+    logs = np.log(np.asarray([v for v in values if v and v > 0], dtype=float))
+    return np.unique(np.round(logs, 12))
+
+
+POOL_F_QUANTILE = 0.95
+"""A campaign's own round-to-round variance is pooled with the environment's launch noise
+unless it is larger than the environment's at this F quantile (the campaign is then
+noisier than the environment's A/A pairs say, and is judged on its own rounds)."""
 
 
 @dataclass
@@ -98,6 +125,8 @@ class LaunchTest:
     label: str | None = None
     disagreeing: str | None = None
     """A round whose ratio is far from the others', named (paired rounds only)."""
+    pooled: str = ""
+    """How the environment's launch noise was pooled with the rounds' own (or why not)."""
 
     @property
     def launches(self) -> tuple[int, int]:
@@ -154,6 +183,42 @@ def _disagreeing(names: Sequence[str], diffs: np.ndarray, threshold: float) -> s
             " for the rest")
 
 
+def _borrow(d: np.ndarray, noise: Noise | None) -> tuple[float, float, str] | None:
+    """Standard error, degrees of freedom and a description of the mean round log ratio
+    judged with the launch variance pooled over the environment's A/A pairs and the
+    campaign's own rounds (statistics.md §2c): ``s² = (K s_env² + (R−1) s_rounds²) /
+    (K + R − 1)``, ``se = s √(2/R)``, ``t(K + R − 1)``; s_rounds² is half the variance of
+    the round log ratios (each is the difference of two launches).  None without a
+    measured noise, or when the rounds are far noisier than the environment's pairs."""
+    if noise is None or noise.df < 1 or noise.log_sd <= 0:
+        return None
+    r = len(d)
+    s_rounds2 = float(np.var(d, ddof=1)) / 2
+    s_env2 = noise.log_sd ** 2
+    if s_rounds2 / s_env2 > float(sps.f.ppf(POOL_F_QUANTILE, r - 1, noise.df)):
+        return None
+    df = noise.df + r - 1
+    s2 = (noise.df * s_env2 + (r - 1) * s_rounds2) / df
+    return (math.sqrt(s2) * math.sqrt(2 / r), float(df),
+            f"launch noise pooled: {noise.pairs} A/A pair(s) of this environment (df "
+            f"{noise.df}) with the {r} rounds (df {r - 1}): t({df})")
+
+
+def _rounds_agree(t: LaunchTest, d: np.ndarray, names: Sequence[str]) -> None:
+    """A replicated regression or improvement needs every round to point its way: with
+    few rounds, one launch hit by something else (a busy neighbour, a stall) makes a
+    large mean from one round, and a t interval built on normal noise would call it."""
+    if t.verdict not in ("regression", "improvement") or len(d) >= SIGN_FLIP_MIN_ROUNDS:
+        return
+    sign = 1.0 if t.ratio is not None and t.ratio > 1 else -1.0
+    against = [f"{n} ({math.exp(x):.3f})" for n, x in zip(names, d, strict=True)
+               if x * sign <= 0]
+    if against:
+        t.detail = (f"not replicated: round(s) {', '.join(against)} point the other way "
+                    f"(the mean ratio {t.ratio:.3f} rests on the other rounds)")
+        t.verdict = "no significant change"
+
+
 def _decide(t: LaunchTest, higher_is_better: bool | None, alpha: float,
             threshold: float) -> None:
     assert t.ratio is not None and t.ci_low is not None and t.ci_high is not None
@@ -197,11 +262,19 @@ def judge_launches(names_a: Sequence[str], values_a: Sequence[float | None],
             t.method, t.df = "paired rounds", k - 1
             t.ratio = math.exp(mean)
             t.ci_low, t.ci_high, t.p_value = _t_interval(mean, se, k - 1, alpha)
-            if k >= SIGN_FLIP_MIN_ROUNDS:
+            borrowed = _borrow(d, noise)
+            if borrowed is not None:
+                se, df, t.pooled = borrowed
+                t.method, t.df = "paired rounds + environment noise", df
+                t.ci_low, t.ci_high, t.p_value = _t_interval(mean, se, df, alpha)
+            elif k >= SIGN_FLIP_MIN_ROUNDS:
                 t.p_value = sign_flip_p(d)
             t.round_ratios = [float(math.exp(x)) for x in d]
             t.disagreeing = _disagreeing([n for n, _, _ in pairs], d, threshold)
             _decide(t, higher_is_better, alpha, threshold)
+            if t.pooled:
+                t.detail += f"; {t.pooled}"
+            _rounds_agree(t, d, [n for n, _, _ in pairs])
             return t
     mean = float(lb.mean() - la.mean())
     t.ratio = math.exp(mean)
@@ -218,8 +291,16 @@ def judge_launches(names_a: Sequence[str], values_a: Sequence[float | None],
         se = noise.log_sd * math.sqrt(1 / len(la) + 1 / len(lb))
         t.method, t.df = "launch noise", noise.df
         t.ci_low, t.ci_high, t.p_value = _t_interval(mean, se, noise.df, alpha)
+        empirical = noise.empirical_p(mean) if len(noise.pair_diffs) + 1 >= 1 / alpha else None
+        if empirical is not None and empirical > t.p_value:
+            # the t model's tails are thinner than real launch noise's: where there are
+            # enough A/A pairs for it to reach α, a launch is held against the
+            # environment's own A/A differences too, and the larger p stands
+            t.p_value = empirical
         _decide(t, higher_is_better, alpha, threshold)
-        t.detail += f"; against the {noise.describe()}"
+        t.detail += (f"; against the {noise.describe()}"
+                     + (f" (p {empirical:.2g}: the share of its A/A pairs that differ as "
+                        "much)" if empirical is not None else ""))
         return t
     t.method, t.label = "unreplicated", UNREPLICATED
     size = f"{(t.ratio - 1) * 100:+.1f}%"

@@ -196,6 +196,7 @@ def main() -> None:
     p.add_argument("--die-during-load", action="store_true",
                    default=os.environ.get("STANDIN_DIE_DURING_LOAD") == "1")
     p.add_argument("--hang", action="store_true")
+    p.add_argument("--disable-cuda-graph", action="store_true")  # accepted, changes nothing
     p.add_argument("--slow-start", type=float, default=0.0)
     p.add_argument("--ignore-sigint", action="store_true")
     p.add_argument("--die-after", type=int, default=0,

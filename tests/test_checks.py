@@ -51,8 +51,7 @@ def test_samples_fail_on_the_unpaired_run_and_the_real_ngram_regression(sample_d
     # the real engine's campaign: NGRAM on a random tiny model is a real regression
     assert [(r["spec_run"], r["baseline_run"], r["verdict"])
             for r in fails[1]["failing_rows"]] == [
-        ("real-cpu-ngram-r1", "real-cpu-baseline-r1", "regression"),
-        ("real-cpu-ngram-r2", "real-cpu-baseline-r2", "regression")]
+        ("real-cpu-ngram", "real-cpu-baseline", "regression")]  # arm against arm
     assert all(r["status"] in ("PASS", "WARN", "SKIP") for r in out["results"]
                if r not in fails)
     # a check over zero rows tested nothing: SKIP, never PASS
@@ -350,7 +349,7 @@ def test_pair_verdicts_are_kept_and_judged_again_when_an_input_changes(tmp_path:
     check(db, "--suite", "regressions", "--update-cache")  # keeps the verdicts
     kept = query(db, "SELECT spec_run_id, baseline_run_id, pair_key, detail "
                      "FROM logpipe_internal.pair_verdict_cache ORDER BY ALL")
-    assert len(kept) >= 2
+    assert len(kept) >= 1  # the mission's pair (a campaign is judged arm against arm)
     with Store.open(db, read_only=True) as store:
         fresh = speculation_vs_baseline(store, {})  # judged now, no cache
         cache = VerdictCache(store)

@@ -12,7 +12,18 @@ from typing import Any
 import polars as pl
 
 from logpipe.changepoints import change_points, judge_history
-from logpipe.compare import Options, RunSamples, compare_runs, load_run, noise_for
+from logpipe.compare import (
+    Comparison,
+    Options,
+    RunSamples,
+    compare_runs,
+    deciding_metric,
+    judge_campaign,
+    load_run,
+    metric_name,
+    noise_for,
+)
+from logpipe.errors import LogpipeError
 from logpipe.launches import Noise
 from logpipe.store import Store
 from logpipe.verdicts import Verdict, VerdictCache
@@ -64,7 +75,23 @@ def speculation_vs_baseline(store: Store, params: dict[str, Any],
             noises[(fp, model)] = noise_for(store, fp, model)
         return noises[(fp, model)]
 
+    # campaigns first: each speculative arm against its baseline arm, with every launch of
+    # each, through compare's own function (the launch is the unit, rounds paired)
+    judged: set[str] = set()
+    for plan, members in store.all(
+            "SELECT p.value, list(r.run_id) FROM run_env p JOIN runs r USING (run_id) "
+            "WHERE p.key = 'launch.plan' GROUP BY 1 HAVING bool_or(r.role = 'speculative') "
+            "ORDER BY 1"):
+        try:
+            comparisons = judge_campaign(store, str(plan), options)
+        except LogpipeError:
+            continue  # not a campaign with one baseline arm: judged pair by pair below
+        for c in comparisons:
+            rows.append(_arm_row(c))
+        judged.update(members)
     for spec_name, base_name, spec_id, base_id in store.all(_NEAREST_BASELINE_SQL):
+        if spec_id in judged:
+            continue
         measured = noise(base_id)
         key = cache.key(spec_id, base_id, options, repr(sorted(measured.items())))
         verdict = cache.get(key)
@@ -76,6 +103,18 @@ def speculation_vs_baseline(store: Store, params: dict[str, Any],
     return pl.DataFrame(rows, schema={"spec_run": pl.String, "baseline_run": pl.String,
                                       "verdict": pl.String, "speedup": pl.Float64,
                                       "detail": pl.String})
+
+
+def _arm_row(c: Comparison) -> dict[str, Any]:
+    """A campaign's arm against its baseline arm as a check row: the runs, the deciding
+    metric's ratio and how it was replicated (the noise it rests on)."""
+    m = deciding_metric(c)
+    ratio = m.launch.ratio if m is not None and m.launch is not None else None
+    launches = "; ".join(f"{arm}: {', '.join(names)}" for arm, names in c.arms.items())
+    detail = (f"ratio {ratio:.3f} ({metric_name(m)}); " if ratio is not None else "") \
+        + f"{c.replication}; launches {launches}"
+    return {"spec_run": c.candidate, "baseline_run": c.reference, "verdict": c.verdict,
+            "speedup": round(ratio - 1, 4) if ratio is not None else None, "detail": detail}
 
 
 def _judge(base: RunSamples, spec: RunSamples, options: Options,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from collections.abc import Sequence
 from datetime import date, datetime
 from decimal import Decimal
@@ -258,12 +259,49 @@ def _num(x: float | None, digits: int = 2) -> str:
 
 
 def _metric_label(m: Any) -> str:
-    return m.name + (f" @ {m.stratum} running" if m.stratum is not None else "")
+    family = "client " if getattr(m, "family", "server") == "client" else ""
+    return family + m.name + (f" @ {m.stratum} running" if m.stratum is not None else "")
 
 
 def _metric_verdict(m: Any) -> str:
-    """A diagnostic's verdict is shown, marked as one that does not decide."""
-    return m.verdict if m.gates else f"{m.test.verdict} (diagnostic)"
+    """A diagnostic's verdict is shown, marked as one that does not decide; so is a
+    secondary metric's (judged, but not the declared deciding metric)."""
+    if not m.gates:
+        return f"{m.test.verdict} (diagnostic)"
+    return f"{m.verdict} (secondary)" if getattr(m, "secondary", False) else m.verdict
+
+
+def _decision_lines(c: Any) -> list[str]:
+    """The treatment, the deciding metric with its numbers, and a disagreement between
+    the server log and the client: what an engineer reads first."""
+    from logpipe.analysis.client import metric_label
+    from logpipe.compare import deciding_metric
+
+    out = []
+    if c.same_configuration:
+        out.append("Treatment: none (same configuration: an A/A pair)")
+    elif c.treatment:
+        out.append("Treatment: " + "; ".join(c.treatment))
+    if not c.metrics:
+        return out
+    m = deciding_metric(c)
+    line = f"Deciding metric: {metric_label(c.primary)} ({c.primary_reason})"
+    if m is not None and m.launch is not None and m.launch.ratio is not None:
+        va = [v for v in m.launch.values_a if v]
+        vb = [v for v in m.launch.values_b if v]
+        if va and vb:
+            ga = math.exp(sum(math.log(v) for v in va) / len(va))
+            gb = math.exp(sum(math.log(v) for v in vb) / len(vb))
+            line += f": {_num(ga)} → {_num(gb)} {m.unit}"
+        line += f", ratio {m.launch.ratio:.3f}"
+        if m.launch.ci_low is not None:
+            line += f" [{_num(m.launch.ci_low, 3)}–{_num(m.launch.ci_high, 3)}]"
+        if m.stratum is not None:
+            line += f" @ {m.stratum} running"
+    out.append(line + "; the other metrics are secondary")
+    if c.disagreement:
+        out.append(f"Disagreement: {c.disagreement}")
+    return out
 
 
 def _launch_cells(m: Any) -> tuple[str, str, str, str]:
@@ -343,8 +381,12 @@ def comparison_dict(c: Any) -> dict[str, Any]:
         "options": {"alpha": c.options.alpha, "threshold": c.options.threshold,
                     "warmup_lines": c.options.warmup.lines,
                     "warmup_seconds": c.options.warmup.seconds},
+        "treatment": c.treatment,
+        "deciding_metric": {"metric": c.primary, "why": c.primary_reason},
+        "disagreement": c.disagreement,
         "metrics": [{
-            "metric": m.name, "stratum_running_req": m.stratum, "unit": m.unit,
+            "metric": m.name, "family": m.family, "secondary": m.secondary,
+            "stratum_running_req": m.stratum, "unit": m.unit,
             "higher_is_better": m.higher_is_better,
             "n": [m.test.n_a, m.test.n_b], "median": [m.test.median_a, m.test.median_b],
             "iqr": [m.test.iqr_a, m.test.iqr_b], "ratio": m.test.ratio,
@@ -359,6 +401,8 @@ def comparison_dict(c: Any) -> dict[str, Any]:
         "same_configuration": c.same_configuration,
         "launch_noise": {str(s): {"log_sd": n.log_sd, "df": n.df, "launches": n.launches,
                                   "pairs": n.pairs} for s, n in c.noise.items()},
+        "client_launch_noise": {k: {"log_sd": n.log_sd, "df": n.df, "launches": n.launches,
+                                    "pairs": n.pairs} for k, n in c.client_noise.items()},
         "unmatched_strata": c.unmatched_strata,
         "excluded_lines": c.excluded,
         "speculation": c.speculation,
@@ -413,7 +457,7 @@ def _head_label(c: Any) -> str:
 def comparison_text(c: Any) -> str:
     head = (f"{c.candidate} vs {c.reference} (reference): {c.verdict.upper()}"
             f"{_head_label(c)} (exit {c.exit_code})")
-    lines = [head]
+    lines = [head, *_decision_lines(c)]
     if c.env_status == "same run":
         lines.append("Environment: same run")
     elif c.env_diff is not None:
@@ -424,9 +468,6 @@ def comparison_text(c: Any) -> str:
             f" ({len(ident)} identity difference(s))" if ident else ""))
         for i in ident:
             lines.append(f"  {i.key}: {_v(i.a)} → {_v(i.b)}")
-        treat = [i for i in c.env_diff.items if i.tier == "treatment"]
-        if treat:
-            lines.append("  treatment: " + ", ".join(f"{i.key}={_v(i.b)}" for i in treat))
     if c.metrics:
         lines += _launch_lines(c)
         rows = [(_metric_label(m), *_launch_cells(m), _metric_verdict(m),
@@ -457,6 +498,7 @@ def comparison_markdown(c: Any) -> str:
         for i in c.env_diff.identity:
             lines.append(f"| `{i.key}` | {_v(i.a)} | {_v(i.b)} |")
         lines.append("")
+    lines += [f"- {x}" for x in _decision_lines(c)]
     if c.metrics:
         lines += [f"- {x.strip()}" for x in _launch_lines(c)]
         lines.append("")
