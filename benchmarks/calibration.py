@@ -3,8 +3,8 @@
 Resamples recorded real launches of one configuration (``benchmarks/data/real-cpu-aa``:
 14 launches of the real SGLang CPU engine, recorded with ``logpipe ab --record-only`` on
 this 2-core machine while a test run loaded it from round 3 on; every sample
-configuration with repeat launches adds its own) into A/A campaigns of R = 1..4 rounds (2R launches drawn without
-replacement, split into two arms paired by round), and into campaigns whose candidate arm
+configuration with repeat launches adds its own) into A/A campaigns of R = 1..4 rounds
+(2R launches drawn without replacement, split into two arms paired by round), and into campaigns whose candidate arm
 is scaled down by 5, 10 and 20% (an injected regression).  Each campaign is judged by
 ``logpipe.launches.judge_launches``, the function ``compare`` decides each metric with,
 for the two families:
@@ -60,7 +60,7 @@ def groups(db: Path) -> list[tuple[str, dict[str, list[float]]]]:
             "c.run_id NOT IN (SELECT run_id FROM run_env WHERE key = 'launch.profile' OR "
             "(key = 'launch.role' AND value = 'warmup')) GROUP BY 1, 2 "
             "HAVING count(*) >= 2 ORDER BY 1, 2")
-        for key, _, run_ids in rows:
+        for _key, _, run_ids in rows:
             runs = [load_run(store, r) for r in run_ids]
             strata = [s for r in runs for s, v in r.decode.items() if len(v) >= MIN_LAUNCH_LINES]
             values: dict[str, list[float]] = {"server": [], "client": []}

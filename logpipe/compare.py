@@ -839,7 +839,7 @@ def _compare_engines(ref: list[RunSamples], cand: list[RunSamples], c: Compariso
     c.exit_code = EXIT_REGRESSION if m.verdict == "regression" else EXIT_OK
     if c.verdict == "regression" and m.launch.method == "unreplicated":
         c.verdict, c.exit_code = "unreplicated regression", EXIT_INSUFFICIENT
-        c.notes.insert(0, f"unreplicated: {(m.launch.ratio - 1) * 100:+.1f}% "
+        c.notes.insert(0, f"unreplicated: {((m.launch.ratio or 1.0) - 1) * 100:+.1f}% "
                           f"({metric_name(m)}) from one launch each: inconclusive (exit 4). "
                           f"{UNREPLICATED_HINT[0].upper()}{UNREPLICATED_HINT[1:]}")
     for x in c.metrics:

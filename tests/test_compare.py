@@ -392,3 +392,27 @@ def test_what_no_manifest_states_is_said(tmp_path: Path) -> None:
             "cuda.version, pkg.sglang, pkg.torch unknown in both)") in text
     diff = runner.invoke(app, ["env", "diff", "--run", "a", "--run", "b", "--db", str(db)])
     assert "comparable as far as known" in diff.stdout
+
+
+def test_a_tagged_launch_of_one_command_is_unreplicated_and_shows_its_tag(tmp_path: Path
+                                                                          ) -> None:
+    """Two launches of one command, the second tagged (`--tag build=patched`): 5% slower by
+    its lines, but one launch each with no launch noise measured is not evidence of a
+    regression: exit 4 with its size, and the tag is the treatment shown first."""
+    gen = load_generator()
+    manifest = gen.mission_manifest(False, False, "2026-05-04T08:00:00+00:00")
+    start = datetime(2026, 5, 4, 9, 0, 0)
+    _write_run(tmp_path, "base", gen.mission_log(62.9, 0.7, seed=11, start=start), manifest)
+    _write_run(tmp_path, "patched", gen.mission_log(62.9 * 0.95, 0.7, seed=15, start=start),
+               {**manifest, "tags": {"build": "patched"}})
+    db = tmp_path / "tag.duckdb"
+    assert not ingest_paths([tmp_path], db).failed
+    code, out = cmp(db, "--run", "base", "--run", "patched")
+    c = out["comparisons"][0]
+    assert code == 4 and c["verdict"] == "unreplicated regression"
+    assert c["notes"][0].startswith("unreplicated: -5.")
+    assert any(t.startswith("tag.build") and "patched" in t for t in c["treatment"]), c["treatment"]
+    text = runner.invoke(app, ["compare", "--run", "base", "--run", "patched", "--db",
+                               str(db)]).stdout
+    assert text.splitlines()[1].startswith("Treatment: ") and "tag.build" in text.splitlines()[1]
+    assert text.splitlines()[2].startswith("Deciding metric: server decode throughput")
