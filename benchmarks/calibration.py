@@ -1,13 +1,13 @@
 """How often is a verdict wrong?  False-positive rate and power of the launch rule, measured.
 
-Resamples recorded real launches of one configuration (``benchmarks/data/real-cpu-aa``:
-14 launches of the real SGLang CPU engine, recorded with ``logpipe ab --record-only`` on
-this 2-core machine while a test run loaded it from round 3 on; every sample
-configuration with repeat launches adds its own) into A/A campaigns of R = 1..4 rounds
-(2R launches drawn without replacement, split into two arms paired by round), and into campaigns whose candidate arm
-is scaled down by 5, 10 and 20% (an injected regression).  Each campaign is judged by
-``logpipe.launches.judge_launches``, the function ``compare`` decides each metric with,
-for the two families:
+Resamples recorded real launches of one configuration (``benchmarks/data/real-cpu-aa``: 14
+launches of the real SGLang CPU engine, recorded with ``logpipe ab --record-only`` on this
+2-core machine while a test run loaded it from round 3 on; every sample configuration with
+repeat launches adds its own) into A/A campaigns of R = 1..4 rounds (2R launches drawn
+without replacement, split into two arms paired by round), and into campaigns whose
+candidate arm is scaled down by 5, 10 and 20% (an injected regression).  Each campaign is
+judged by ``logpipe.launches.judge_launches``, the function ``compare`` decides each
+metric with, for the two families:
 
 - server: steady decode throughput at the configuration's most common running-request
   level (one stratum: compare's headline adds Holm's correction over several, which only
