@@ -1,13 +1,19 @@
 """How often is a verdict wrong?  False-positive rate and power of the launch rule, measured.
 
-Resamples recorded real launches of one configuration (``benchmarks/data/real-cpu-aa``: 14
-launches of the real SGLang CPU engine, recorded with ``logpipe ab --record-only`` on this
-2-core machine while a test run loaded it from round 3 on; every sample configuration with
-repeat launches adds its own) into A/A campaigns of R = 1..4 rounds (2R launches drawn
-without replacement, split into two arms paired by round), and into campaigns whose
-candidate arm is scaled down by 5, 10 and 20% (an injected regression).  Each campaign is
-judged by ``logpipe.launches.judge_launches``, the function ``compare`` decides each
-metric with, for the two families:
+Resamples recorded real launches of one configuration into A/A campaigns of R = 1..4
+rounds (2R launches drawn without replacement, split into two arms paired by round), and
+into campaigns whose candidate arm is scaled down by 5, 10 and 20% (an injected
+regression).  Three recordings, each judged on its own (its own environment):
+
+- ``benchmarks/data/real-cpu-aa``: 14 launches of the real SGLang CPU engine recorded with
+  ``logpipe ab --record-only`` on this 2-core machine, otherwise idle but for one short
+  test run (one launch at 0.35x the others);
+- ``benchmarks/data/real-cpu-aa-busy``: 14 launches of the same configuration recorded
+  while a test run loaded the machine from round 3 on (launches from 0.1x to 1x);
+- the sample campaigns' repeat launches (2 or 3 per configuration, so R = 1 only).
+
+Each campaign is judged by ``logpipe.launches.judge_launches``, the function ``compare``
+decides each metric with, for the two families:
 
 - server: steady decode throughput at the configuration's most common running-request
   level (one stratum: compare's headline adds Holm's correction over several, which only
@@ -20,7 +26,7 @@ false positive is a verdict of regression or improvement that would exit 1 or be
 as IMPROVEMENT (an unreplicated regression exits 4 and is not counted); power is the share
 of injected regressions called regression.  Intervals are Wilson 95%.
 
-    python benchmarks/calibration.py [--draws 2000] [--db FILE] [--markdown]
+    python benchmarks/calibration.py [--draws 2000] [--markdown]
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ from logpipe.launches import MIN_LAUNCH_LINES, Noise, judge_launches, pool_noise
 ALPHA, THRESHOLD = 0.05, 0.03
 EFFECTS = (0.05, 0.10, 0.20)
 DATA = ROOT / "benchmarks" / "data"
-SOURCES = ("real-cpu", "real-cpu-phases", "real-gpu", "real-gpu-profiled",
+SAMPLES = ("real-cpu", "real-cpu-phases", "real-gpu", "real-gpu-profiled",
            "real-vllm-cpu", "real-engines-cpu")
 
 
@@ -99,46 +105,48 @@ def wilson(k: int, n: int) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
+RECORDINGS = {
+    "real-cpu-aa": [DATA / "real-cpu-aa"],
+    "real-cpu-aa-busy": [DATA / "real-cpu-aa-busy"],
+    "samples": [ROOT / "sample_logs" / name for name in SAMPLES],
+}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--draws", type=int, default=2000, help="campaigns drawn per row")
-    ap.add_argument("--db", type=Path, help="a database with the samples (default: built)")
     ap.add_argument("--markdown", action="store_true", help="print a markdown table")
     opts = ap.parse_args()
     t0 = time.perf_counter()
-    if opts.db is None:
-        tmp = Path(tempfile.mkdtemp()) / "calibration.duckdb"
-        ingest_paths([DATA / "real-cpu-aa", *(ROOT / "sample_logs" / s for s in SOURCES)],
-                     tmp)
-        opts.db = tmp
-    configs = groups(opts.db)
     rng = np.random.default_rng(20_261_203)
-    header = ["family", "noise", "rounds", "launches used", "A/A false positives",
+    header = ["recording", "family", "noise", "rounds", "A/A false positives",
               *[f"power at -{int(e * 100)}%" for e in EFFECTS]]
     rows = []
-    for family in ("server", "client"):
-        for borrow in (False, True):
-            for rounds in (1, 2, 3, 4):
-                usable = [np.asarray(v[family], dtype=float) for _, v in configs
-                          if len(v[family]) >= 2 * rounds + (2 if borrow else 0)]
-                if not usable:
-                    continue
-                cells = []
-                for effect in (0.0, *EFFECTS):
-                    hits = total = 0
-                    for i in range(opts.draws):
-                        values = usable[i % len(usable)]
-                        verdict = judge(values, rounds, effect, borrow, rng)
-                        total += 1
-                        if effect == 0.0:
-                            hits += verdict in ("regression", "improvement")
-                        else:
-                            hits += verdict == "regression"
-                    lo, hi = wilson(hits, total)
-                    cells.append(f"{hits / total:.1%} [{lo:.1%}–{hi:.1%}]")
-                rows.append([family, "borrowed" if borrow else "own rounds", str(rounds),
-                             f"{len(usable)} config(s), {sum(len(u) for u in usable)}",
-                             *cells])
+    described = []
+    for recording, paths in RECORDINGS.items():
+        db = Path(tempfile.mkdtemp()) / "calibration.duckdb"
+        ingest_paths(paths, db)
+        configs = groups(db)
+        described.append(f"{recording}: " + ", ".join(name for name, _ in configs))
+        for family in ("server", "client"):
+            for borrow in (False, True):
+                for rounds in (1, 2, 3, 4):
+                    usable = [np.asarray(v[family], dtype=float) for _, v in configs
+                              if len(v[family]) >= 2 * rounds + (2 if borrow else 0)]
+                    if not usable:
+                        continue
+                    cells = []
+                    for effect in (0.0, *EFFECTS):
+                        hits = 0
+                        for i in range(opts.draws):
+                            verdict = judge(usable[i % len(usable)], rounds, effect, borrow,
+                                            rng)
+                            hits += (verdict in ("regression", "improvement") if effect == 0
+                                     else verdict == "regression")
+                        lo, hi = wilson(hits, opts.draws)
+                        cells.append(f"{hits / opts.draws:.1%} [{lo:.1%}–{hi:.1%}]")
+                    rows.append([recording, family, "borrowed" if borrow else "own rounds",
+                                 str(rounds), *cells])
     if opts.markdown:
         print("| " + " | ".join(header) + " |")
         print("|" + "---|" * len(header))
@@ -149,8 +157,8 @@ def main() -> None:
         print("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
         for r in rows:
             print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)))
-    print(f"\n{opts.draws} campaigns per row; α = {ALPHA}, δ = {THRESHOLD:.0%}; configurations: "
-          + "; ".join(name for name, _ in configs) + f"; {time.perf_counter() - t0:.1f} s")
+    print(f"\n{opts.draws} campaigns per row; α = {ALPHA}, δ = {THRESHOLD:.0%}; "
+          + "; ".join(described) + f"; {time.perf_counter() - t0:.1f} s")
 
 
 if __name__ == "__main__":

@@ -38,12 +38,18 @@ LakeOption = Annotated[
                                 "instead of --db."),
 ]
 PROGRESS_MIN_BYTES = 64 * 1024 * 1024
-_state = {"debug": False}
+_state = {"debug": False, "json": False}
 
 
 def _fail(exc: LogpipeError) -> None:
     if _state["debug"]:
         raise exc
+    if _state.get("json"):
+        # a script asked for JSON: it gets the error as JSON on stdout (and the text below)
+        import json as _json
+
+        typer.echo(_json.dumps({"error": str(exc), "hint": exc.hint,
+                                "exit": exc.exit_code}))
     err.print(f"Error: {exc}", markup=False, highlight=False, soft_wrap=True)
     if exc.hint:
         err.print(f"Hint: {exc.hint}", markup=False, highlight=False, soft_wrap=True)
@@ -191,6 +197,13 @@ def ingest(
     typer.echo(ingest_summary(result), nl=False)
     if result.failed or result.damaged:
         raise typer.Exit(2)
+    if all(f.status == "skipped" for f in result.files):
+        _fail(InputError(
+            "nothing ingested: " + (f"none of the {len(result.files)} file(s) under "
+                                    if result.files else "no file under ")
+            + ", ".join(str(p) for p in paths) + " is a server log, benchmark, trace or "
+            "manifest logpipe reads",
+            hint="`logpipe doctor PATH` says what a file looks like to logpipe"))
 
 
 env_app = typer.Typer(no_args_is_help=True, help="Capture, show and diff run environments.")
@@ -234,6 +247,7 @@ def env_show(
     fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
 ) -> None:
     """Show a run's environment: every key with its tier, value and source."""
+    _state["json"] = fmt == "json"
     from logpipe.query import load_run_env
     from logpipe.report import env_show as render
 
@@ -254,6 +268,7 @@ def env_diff(
 
     Exit 0 when both environments are known and their identity tiers match, 3 otherwise.
     """
+    _state["json"] = fmt == "json"
     from logpipe.query import diff_runs
     from logpipe.report import env_diff as render
 
@@ -277,8 +292,11 @@ def compare(
              "baseline arm, paired by round.")] = None,
     db: DbOption = DEFAULT_DB,
     threshold: Annotated[float, typer.Option(
+        min=0.0, max=1.0,
         help="Practical threshold δ: changes smaller than this are no change.")] = 0.03,
-    alpha: Annotated[float, typer.Option(help="Significance level of the U test.")] = 0.05,
+    alpha: Annotated[float, typer.Option(
+        min=1e-6, max=0.5,
+        help="Significance level of the U test.")] = 0.05,
     allow_env_diff: Annotated[str | None, typer.Option(
         "--allow-env-diff", help="KEY[,KEY...] identity keys allowed to differ.")] = None,
     allow_unknown_env: Annotated[bool, typer.Option(
@@ -311,6 +329,7 @@ def compare(
     regression, 1 regression, 2 error, 3 incomparable environments (or a profiled run
     against an unprofiled one), 4 insufficient data.
     """
+    _state["json"] = fmt == "json"
     from logpipe.analysis.client_metrics import parse_primary
     from logpipe.compare import Options, compare_campaign, compare_with_baseline, overall_exit
     from logpipe.compare import compare as run_compare
@@ -362,19 +381,28 @@ def explain(
     db: DbOption = DEFAULT_DB,
     fmt: Annotated[str, typer.Option("--format", help="text or json.")] = "text",
     lake: LakeOption = None,
+    allow_env_diff: Annotated[str | None, typer.Option(
+        "--allow-env-diff", help="KEY[,KEY...] identity keys allowed to differ.")] = None,
+    allow_unknown_env: Annotated[bool, typer.Option(
+        help="Explain runs without a captured environment.")] = False,
 ) -> None:
     """Where the time went: baseline step time, the speculative cycle by phase (phase
     dumps, else profiler steps), tokens per cycle, the speedup they imply against the
     observed one, the break-even accept length, and the verify cost fitted over a sweep
     of draft tokens.  Every figure names its rows."""
+    _state["json"] = fmt == "json"
     import json as _json
 
     from logpipe.analysis.explain import explain_runs, explain_text
+    from logpipe.compare import Options
 
     if fmt not in ("text", "json"):
         _fail(LogpipeError(f"unknown format {fmt!r}", hint="use one of: text, json"))
+    options = Options(allow_env_diff=frozenset(
+        k.strip() for k in (allow_env_diff or "").split(",") if k.strip()),
+        allow_unknown_env=allow_unknown_env)
     try:
-        ex = explain_runs(str(lake if lake is not None else db), run)
+        ex = explain_runs(str(lake if lake is not None else db), run, options)
     except LogpipeError as exc:
         _fail(exc)
     typer.echo(_json.dumps(ex.to_dict(), indent=2, default=str) + "\n" if fmt == "json"
@@ -407,6 +435,7 @@ def check(
     regressions.  One line per expectation with its failing rows.  Exit 0 all pass
     (warnings allowed), 1 a check failed, 2 error.
     """
+    _state["json"] = fmt == "json"
     from logpipe.checks import load_suites, run_checks
     from logpipe.report import check_json, check_junit, check_markdown, check_text
 
@@ -439,6 +468,7 @@ def sweep(
     Per value: steady decode throughput with its CI, accept length, break-even accept
     length against the same-environment baseline; then the best value, or the tied ones.
     """
+    _state["json"] = fmt == "json"
     from logpipe.report import sweep_text
     from logpipe.sweep import sweep as run_sweep
 
@@ -485,6 +515,7 @@ def runs(
     fmt: Annotated[str, typer.Option("--format", help="table, csv, json or jsonl.")] = "table",
 ) -> None:
     """List runs: name, id, start, model, layout, speculation, format era, batch rows."""
+    _state["json"] = fmt == "json"
     from logpipe.query import list_runs
     from logpipe.report import rows_text
 
@@ -504,6 +535,7 @@ def sql(
     lake: LakeOption = None,
 ) -> None:
     """Run read-only SQL on the database or lake (tables and views: schemas/README.md)."""
+    _state["json"] = fmt == "json"
     from logpipe.query import run_sql
     from logpipe.report import rows_text
 
@@ -682,6 +714,7 @@ def ab(
     not the treatment.  Exit codes follow `compare` (0, 1 regression, 2 error, 3
     incomparable, 4 insufficient data).
     """
+    _state["json"] = fmt == "json"
     from logpipe.analysis.client_metrics import parse_primary
     from logpipe.experiment import (
         check_plan,
@@ -732,6 +765,7 @@ def ab(
 
 
 def _check_format(fmt: str) -> None:
+    _state["json"] = fmt == "json"
     from logpipe.report import FORMATS
 
     if fmt not in FORMATS:

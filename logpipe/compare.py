@@ -75,6 +75,11 @@ DIFFERENT_EXPERIMENT_KEYS = frozenset({
 environments: a refusal never suggests allowing them."""
 
 
+KNOWN_MATCH_LISTED = 24
+"""Up to this many identity keys known to match are named in a note; more are counted (a
+run without a manifest can match hundreds: the list drowned the verdict)."""
+
+
 @dataclass(frozen=True)
 class Options:
     alpha: float = 0.05
@@ -545,6 +550,8 @@ def compare_with_baseline(db: str, ref: str, options: Options = DEFAULTS) -> Com
             "SELECT b.run_id, b.name, abs(epoch(b.started_at) - epoch(s.started_at)) AS gap "
             "FROM runs b, runs s WHERE s.run_id = ? AND b.role = 'baseline' "
             "AND b.model IS NOT DISTINCT FROM s.model AND b.run_id <> s.run_id "
+            "AND b.run_id NOT IN (SELECT run_id FROM run_env WHERE key = 'launch.role' "
+            "AND value = 'warmup') "
             "ORDER BY gap NULLS LAST, b.name", [spec.run_id])
         tried: list[tuple[Comparison, RunSamples]] = []
         for run_id, _, _ in rows:
@@ -784,7 +791,7 @@ def _engine_environment(a: RunSamples, b: RunSamples, c: Comparison,
     engine_keys = sorted({i.key for i in own if i.tier != "annotation"})
     c.notes.append(f"the treatment is the engine ({a.engine} {a.engine_version or '?'} vs "
                    f"{b.engine} {b.engine_version or '?'}), with its arguments, packages and "
-                   f"variables ({len(engine_keys)} keys differ: `logpipe diff` lists them); "
+                   f"variables ({len(engine_keys)} keys differ: `logpipe env diff` lists them); "
                    "judged on the client-side benchmark, the one measure both engines share")
     return True
 
@@ -919,7 +926,10 @@ def _environment(a: RunSamples, b: RunSamples, c: Comparison, options: Options) 
             c.notes.append(
                 "environment unknown for " + ", ".join(unknown) + " (no captured manifest): "
                 "comparability cannot be established. Unknown identity facts: " + missing
-                + (". Known to match: " + ", ".join(d.known_match) if d.known_match else "")
+                + (". Known to match: " + ", ".join(d.known_match)
+                   if 0 < len(d.known_match) <= KNOWN_MATCH_LISTED else
+                   f". {len(d.known_match)} identity keys known to match (`logpipe env "
+                   "diff` lists them)" if d.known_match else "")
                 + ". Capture a manifest with `logpipe env capture` (or run the experiment "
                 "with `logpipe launch`), or pass --allow-unknown-env to compare anyway.")
             return False

@@ -684,6 +684,19 @@ class EnvDiff:
 
 
 UNSET = "(unset)"
+UNKNOWN = "unknown"
+FACTS = ("pkg.", "gpu.", "cuda.", "host.", "python.", "torch.", "driver.")
+"""Keys that state a fact of the machine (a package version, the GPU): absent, they are
+unknown, never unset."""
+
+
+def _absent(env: RunEnv, key: str) -> str:
+    """How a key one run does not have is shown: unknown where the run's environment is
+    not fully captured or the key is a fact of the machine; unset otherwise (a variable
+    or an argument the launch did not set)."""
+    if key.startswith("NCCL_") and "nccl.debug_info" in env.entries:
+        return UNSET  # NCCL's INFO lines list the variables set: one they omit is unset
+    return UNKNOWN if not env.complete or key.startswith(FACTS) else UNSET
 
 
 def diff(name_a: str, a: RunEnv, name_b: str, b: RunEnv) -> EnvDiff:
@@ -702,7 +715,8 @@ def diff(name_a: str, a: RunEnv, name_b: str, b: RunEnv) -> EnvDiff:
             # (an NCCL variable the other run's NCCL INFO lines do not list is unset)
             continue
         tier = (ea or eb).tier  # type: ignore[union-attr]
-        items.append(DiffItem(key, tier, va if ea else UNSET, vb if eb else UNSET,
+        items.append(DiffItem(key, tier, va if ea else _absent(a, key),
+                              vb if eb else _absent(b, key),
                               ea.source if ea else None, eb.source if eb else None))
     order = {t: i for i, t in enumerate(TIERS)}
     items.sort(key=lambda i: (order.get(i.tier, len(order)), i.key))

@@ -55,6 +55,16 @@ many ``Decode batch`` lines, so that it records busy decode steps, not the first
 or an idle loop (an idle profile recorded the idle loop: tens of MB, minutes of export).
 One is enough: SGLang prints one every ``--decode-log-interval`` steps (40 by default), so
 the first means the server has been decoding that long."""
+RUNNING_RE = re.compile(r"#running-req: (\d+)")
+CONCURRENCY_RE = re.compile(r"--max-concurrency[ =](\d+)")
+
+
+def bench_concurrency(bench: str | None) -> int | None:
+    """The concurrency a bench command holds the server at (``--max-concurrency N``)."""
+    found = CONCURRENCY_RE.search(bench or "")
+    return int(found.group(1)) if found else None
+
+
 PROFILE_EXPORT_WAIT_S = 120.0
 """Seconds the server is given, after the bench, to finish writing its trace."""
 
@@ -178,6 +188,9 @@ class Server:
         self.ready_seen = threading.Event()
         self.decode_lines = 0
         """``Decode batch`` lines printed so far (``--profile`` waits for busy steps)."""
+        self.running = 0
+        """``#running-req`` of the last decode line (``--profile`` waits for the bench's
+        concurrency)."""
         self.profile_done = threading.Event()
         self._echo = echo
         self._log: IO[bytes] = open(log_path, "ab")  # noqa: SIM115 - closed by stop()
@@ -204,6 +217,9 @@ class Server:
                 self.ready_seen.set()
             elif "Decode batch" in line:
                 self.decode_lines += 1
+                found = RUNNING_RE.search(line)
+                if found:
+                    self.running = int(found.group(1))
             elif "Profiling done" in line:
                 self.profile_done.set()
             if self._echo is not None:
@@ -398,24 +414,43 @@ class _Profiler:
     for that, bounded, and returns what happened, for the manifest."""
 
     def __init__(self, server: Server, host: str, port: int, out: Path, steps: int,
-                 say: Echo) -> None:
+                 say: Echo, target: int | None = None) -> None:
         self.server, self.url, self.steps, self.say = server, \
             f"http://{host}:{port}/start_profile", steps, say
         self.dir = out / "profile"
         self.bench_done = threading.Event()
         self.record: dict[str, Any] = {"steps": steps, "output_dir": "profile",
                                        "status": "not started"}
+        self.target = target
+        """The running batch to profile at: the bench's concurrency, where it says one (a
+        profile at the bench's head or tail is of batch 1, and explains nothing of batch
+        32)."""
         self._start = server.decode_lines
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
+    def _steady(self) -> bool:
+        if self.server.decode_lines - self._start < PROFILE_AFTER_DECODE_LINES:
+            return False
+        return self.target is None or self.server.running >= self.target
+
     def _run(self) -> None:
-        while self.server.decode_lines - self._start < PROFILE_AFTER_DECODE_LINES:
+        peak = 0
+        while not self._steady():
+            if self.server.decode_lines > self._start:
+                peak = max(peak, self.server.running)
             if self.bench_done.is_set() or not self.server.alive():
                 self.record["status"] = "not taken"
-                self.record["message"] = "the bench ended before the server was decoding"
+                self.record["message"] = (
+                    "the bench ended before the server was decoding" if self.target is None
+                    or self.server.decode_lines == self._start else
+                    f"the bench ended before the server ran {self.target} requests at once "
+                    f"(its concurrency; {peak} at most)")
                 return
-            time.sleep(0.05)
+            time.sleep(0.02)
+        self.record["batch_size"] = self.server.running
+        if self.target is not None:
+            self.record["target_batch"] = self.target
         self.dir.mkdir(exist_ok=True)
         activities = ["CPU", "GPU"] if _has_gpu() else ["CPU"]
         # SGLang records Python stacks unless told not to (with_stack defaults to on):
@@ -561,7 +596,8 @@ def _supervise(command: list[str], options: LaunchOptions, out: Path, name: str,
                 say(f"logpipe: bench: {shlex.join(bench)}")
                 profiler = None
                 if options.profile_steps:
-                    profiler = _Profiler(server, host, port, out, options.profile_steps, say)
+                    profiler = _Profiler(server, host, port, out, options.profile_steps, say,
+                                         bench_concurrency(options.bench))
                 result.bench_exit, why = _bench(bench, out, env, echo, server,
                                                 options.bench_timeout)
                 if profiler is not None:

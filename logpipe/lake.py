@@ -312,8 +312,13 @@ def export(db: str | Path, lake: str | Path, replace: bool = False) -> ExportRes
     exported into the lake is kept (a source file both hold takes this database's rows);
     ``replace``: the lake becomes this database's alone."""
     lake = Path(lake)
-    with writer_lock(lake):
-        return _export(db, lake, replace)
+    try:
+        lake.mkdir(parents=True, exist_ok=True)
+        with writer_lock(lake):
+            return _export(db, lake, replace)
+    except OSError as exc:  # a lake that cannot be made or written: the user's path
+        raise InputError(f"cannot write the lake {lake}: {exc.strerror or exc}", path=lake,
+                         hint="give a folder you can create and write") from exc
 
 
 def _export(db: str | Path, lake: Path, replace: bool = False) -> ExportResult:

@@ -416,3 +416,71 @@ def test_a_tagged_launch_of_one_command_is_unreplicated_and_shows_its_tag(tmp_pa
                                str(db)]).stdout
     assert text.splitlines()[1].startswith("Treatment: ") and "tag.build" in text.splitlines()[1]
     assert text.splitlines()[2].startswith("Deciding metric: server decode throughput")
+
+
+def _bench(folder: Path, tps: float, completed: int = 100, ttft: float = 50.0) -> None:
+    record = {"backend": "sglang", "dataset_name": "random-ids", "request_rate": float("inf"),
+              "max_concurrency": 1, "completed": completed, "duration": 100.0,
+              "total_output_tokens": int(tps * 100), "output_throughput": tps,
+              "request_throughput": completed / 100.0, "mean_ttft_ms": ttft,
+              "median_ttft_ms": ttft, "p99_ttft_ms": ttft * 2, "median_tpot_ms": 1000 / tps,
+              "median_itl_ms": 1000 / tps, "median_e2e_latency_ms": 1000.0}
+    (folder / "bench_serving.jsonl").write_text(json.dumps(record) + "\n")
+
+
+def test_the_client_decides_and_a_disagreement_is_said(tmp_path: Path) -> None:
+    """The log says +1% while the client saw 0.6x: the client's output throughput decides
+    by default (every launch has a benchmark of one workload), and one line says the two
+    families disagree, naming the cause that applies (fewer requests completed)."""
+    gen = load_generator()
+    manifest = gen.mission_manifest(False, False, "2026-05-04T08:00:00+00:00")
+    start = datetime(2026, 5, 4, 9, 0, 0)
+    _write_run(tmp_path, "base", gen.mission_log(62.9, 0.7, seed=11, start=start), manifest)
+    _write_run(tmp_path, "patched", gen.mission_log(62.9 * 1.01, 0.7, seed=15, start=start),
+               {**manifest, "tags": {"build": "patched"}})
+    _bench(tmp_path / "base", 100.0)
+    _bench(tmp_path / "patched", 60.0, completed=60)
+    db = tmp_path / "d.duckdb"
+    assert not ingest_paths([tmp_path], db).failed
+    code, out = cmp(db, "--run", "base", "--run", "patched")
+    c = out["comparisons"][0]
+    assert c["deciding_metric"]["metric"] == "output_throughput"
+    assert code == 4 and c["verdict"] == "unreplicated regression"  # one launch each
+    assert c["disagreement"].startswith("server and client disagree: the server log says +")
+    assert "0.60x output throughput" in c["disagreement"]
+    assert "different completed requests: 100 against 60" in c["disagreement"]
+    client = {m["metric"]: m for m in c["metrics"] if m["family"] == "client"}
+    assert client["output throughput"]["secondary"] is False
+    assert client["median TTFT"]["secondary"] is True
+    server = next(m for m in c["metrics"] if m["metric"] == "decode throughput")
+    assert server["secondary"] is True
+    # declared, the server log decides instead, and the client stays beside it
+    code, out = cmp(db, "--run", "base", "--run", "patched", "--primary", "decode_throughput")
+    c = out["comparisons"][0]
+    assert c["deciding_metric"] == {"metric": "decode_throughput", "why": "declared"}
+    assert c["verdict"] != "unreplicated regression" and code == 0
+    assert c["disagreement"] is not None
+    bad = runner.invoke(app, ["compare", "--run", "base", "--run", "patched", "--db", str(db),
+                              "--primary", "tokens"])
+    assert bad.exit_code == 2 and "unknown deciding metric 'tokens'" in bad.output
+
+
+def test_a_launch_that_profiled_during_its_bench_loses_its_client_values(tmp_path: Path
+                                                                         ) -> None:
+    gen = load_generator()
+    manifest = gen.mission_manifest(False, False, "2026-05-04T08:00:00+00:00")
+    start = datetime(2026, 5, 4, 9, 0, 0)
+    _write_run(tmp_path, "base", gen.mission_log(62.9, 0.7, seed=11, start=start), manifest)
+    _write_run(tmp_path, "patched", gen.mission_log(62.9, 0.7, seed=15, start=start),
+               {**manifest, "tags": {"build": "patched"},
+                "launch": {"profile": {"steps": 5, "status": "done"}}})
+    _bench(tmp_path / "base", 100.0)
+    _bench(tmp_path / "patched", 40.0)  # the profiler's stall is in the client's numbers
+    db = tmp_path / "p.duckdb"
+    assert not ingest_paths([tmp_path], db).failed
+    code, out = cmp(db, "--run", "base", "--run", "patched")
+    c = out["comparisons"][0]
+    assert not any(m["family"] == "client" for m in c["metrics"])
+    assert c["deciding_metric"]["metric"] == "decode_throughput"
+    assert any(n.startswith("client numbers of patched left out of the verdicts: a profiler "
+                            "ran during their bench") for n in c["notes"])

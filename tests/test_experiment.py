@@ -686,3 +686,26 @@ def test_launch_profile_not_taken_when_the_bench_never_decodes(tmp_path: Path) -
     assert profile["status"] == "not taken"
     assert profile["message"] == "the bench ended before the server was decoding"
     assert not (tmp_path / "noprof" / "profile").exists()
+
+
+def test_a_warm_up_launch_by_default_where_caches_are_cold() -> None:
+    """An unjudged launch of the baseline before round 1: on by default when the plan
+    profiles or an engine compiles kernels at first use on a GPU; off on a CPU engine or
+    when the plan says so; the schedule shows it."""
+    from logpipe.experiment import schedule_text, warmup_default
+
+    gpu = ["python", "-m", "sglang.launch_server", "--model-path", "m"]
+    cpu = [*gpu, "--device", "cpu"]
+    p = Plan(name="p", baseline=Arm("base", gpu), candidates=[Arm("c", [*gpu, "--x", "1"])],
+             bench="b")
+    on, why = warmup_default(p)
+    assert on and "sglang compiles kernels at first use" in why
+    p.baseline, p.candidates = Arm("base", cpu), [Arm("c", [*cpu, "--x", "1"])]
+    assert warmup_default(p) == (False, "")
+    p.profile = 5
+    assert warmup_default(p) == (True, "default: the plan profiles")
+    p.warmup_launch = False
+    assert warmup_default(p)[0] is False
+    p.warmup_launch = True
+    check_plan(p)
+    assert "[0] p-warmup (the baseline, not judged" in schedule_text(p)

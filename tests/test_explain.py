@@ -79,3 +79,30 @@ def test_cli_explain(sample_db: Path) -> None:
     none = runner.invoke(app, ["explain", "--run", "real-cpu-ngram-r1", "--db",
                                str(sample_db)])
     assert none.exit_code == 1 and "not decomposed" in none.output
+
+
+def test_explain_refuses_a_cycle_and_a_step_of_unlike_batches() -> None:
+    """A baseline profiled at the bench's tail (DECODE at batch 1) says nothing of a cycle
+    profiled at batch 32: no implied speedup, and the message names both batches."""
+    from logpipe.analysis.explain import Explanation, _agreement, _unlike_batches
+    from logpipe.analysis.step_phases import Phase
+
+    def phase(kind: str, bs: float) -> Phase:
+        return Phase(kind, 5, 1, bs, 2.0, 1.5, 1.0, {})
+
+    refused = _unlike_batches([phase("VERIFY", 32)], [phase("DECODE", 1)])
+    assert refused is not None and "batch 32 (VERIFY bs=32)" in refused
+    assert "baseline's step at batch 1 (DECODE bs=1)" in refused
+    assert _unlike_batches([phase("VERIFY", 32)], [phase("DECODE", 31)]) is None
+    assert _unlike_batches([phase("VERIFY", 4)], [phase("DECODE", 3)]) is None
+    ex = Explanation(spec_run="s", baseline_run="b")
+    ex.refused = refused
+    assert _agreement(ex) == "not computed: " + refused
+
+
+def test_the_profiler_waits_for_the_bench_concurrency() -> None:
+    from logpipe.experiment import bench_concurrency
+
+    assert bench_concurrency("python -m sglang.bench_serving --max-concurrency 32 --x 1") == 32
+    assert bench_concurrency("vllm bench serve --max-concurrency=8") == 8
+    assert bench_concurrency("python my_bench.py") is None

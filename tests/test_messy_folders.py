@@ -197,3 +197,29 @@ def test_name_stem_words() -> None:
     assert name_stem("/x/bench-plain.jsonl") == name_stem("/x/server-plain.log") == {"plain"}
     assert name_stem("/x/bench_serving.jsonl") == frozenset()  # names no experiment
     assert name_stem("/x/eagle3_tp2.server.log") == {"eagle3", "tp2"}
+
+
+def test_a_relay_behind_a_constant_tag_is_a_copy_and_no_aa_pair(tmp_path: Path) -> None:
+    """A driver that relays every server line as ``[srv] ...`` into its own log, in a run
+    folder with the manifest: its records repeat the server log's behind one constant tag.
+    It makes no run, so no zero-spread A/A pair; a Ray-tagged or indented log of the same
+    lines is the same log in another wrapper, and keeps its run."""
+    run = SAMPLES / "real-cpu" / "real-cpu-baseline-r1"
+    folder = tmp_path / "real-cpu-baseline-r1"
+    folder.mkdir()
+    for name in ("server.log", "env.json"):
+        shutil.copy(run / name, folder / name)
+    server = (run / "server.log").read_text().splitlines()
+    (folder / "driver.log").write_text("".join(f"[srv] {line}\n" for line in server))
+    db = tmp_path / "db.duckdb"
+    result = ingest_paths([tmp_path], db)
+    assert [Path(c.path).name for c in result.copies] == ["driver.log"]
+    assert query(db, "SELECT count(*) FROM runs") == [(1,)]
+    assert query(db, "SELECT count(*) FROM launch_noise") == [(0,)]
+    wrapped = tmp_path / "wrapped"
+    wrapped.mkdir()
+    shutil.copy(SAMPLES / "wrappers" / "plain.log", wrapped / "plain.log")
+    shutil.copy(SAMPLES / "wrappers" / "ray-local.log", wrapped / "ray-local.log")
+    other = tmp_path / "wrapped.duckdb"
+    assert not ingest_paths([wrapped], other).copies
+    assert query(other, "SELECT count(*) FROM runs") == [(2,)]

@@ -200,3 +200,53 @@ def test_the_hook_composes_with_a_site_hook_that_chains_back_to_it(tmp_path: Pat
     assert "finders 1 recipe True" in out  # one finder of logpipe's; the recipe's patch ran
     assert "wraps 1" in out  # the cycle method is timed once, not once per execution
     assert out.count("phase_timings: ") == 1
+
+
+FAKE_TORCH = '''
+import time
+class _Event:
+    def __init__(self, enable_timing=False): self.t = None
+    def record(self, stream=None): self.t = time.perf_counter()
+    def query(self): return True
+    def synchronize(self): pass
+    def elapsed_time(self, end): return (end.t - self.t) * 1000
+class cuda:
+    Event = _Event
+    @staticmethod
+    def is_available(): return True
+    @staticmethod
+    def synchronize(): raise AssertionError("host mode on a GPU never synchronises")
+'''
+EVENTS_DRIVER = '''
+import logging, sys
+logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="[TP0] %(message)s")
+import torch
+from sglang.srt.speculative.ngram_worker import NGRAMWorker
+from sglang.srt.managers.tp_worker import Batch, TpModelWorker
+w = NGRAMWorker()
+for _ in range(3):
+    w.forward_batch_generation(Batch("verify", 4))
+TpModelWorker().forward_batch_generation(Batch("decode", 3))
+'''
+
+
+def test_on_a_gpu_the_hook_times_with_cuda_events_without_synchronising(tmp_path: Path
+                                                                         ) -> None:
+    """A stand-in torch with a CUDA device: the phases are timed by events recorded on the
+    stream and read once passed (the last at exit); the records say so, and nothing calls
+    torch.cuda.synchronize()."""
+    site = fake_site(tmp_path, "0.5.23")
+    (site / "torch").mkdir()
+    (site / "torch" / "__init__.py").write_text(FAKE_TORCH)
+    env = {**os.environ, "LOGPIPE_PHASES": "host",
+           "PYTHONPATH": os.pathsep.join([str(HOOK), str(site), str(tmp_path / "other")])}
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(EVENTS_DRIVER)], env=env,
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = [json.loads(line.split("phase_timings: ", 1)[1])
+               for line in proc.stdout.splitlines() if "phase_timings: " in line]
+    assert [r["kind"] for r in records] == ["cycle", "cycle", "cycle", "step"]
+    assert {r["clock"] for r in records} == {"cuda_events"}
+    for r in records[:3]:
+        assert r["phases_ms"]["verify"] >= 3.9 and r["phases_ms"]["draft"] >= 1.9
+    assert records[-1]["phases_ms"]["decode"] >= 3.9

@@ -84,6 +84,10 @@ class Explanation:
     observed_speedup: float | None = None
     noise_sd: float | None = None
     """The environment's launch noise (log SD) at the stratum, when measured."""
+    noise_text: str | None = None
+    """That noise as compare states it (1 SD, the A/A pairs it rests on)."""
+    refused: str | None = None
+    """Why the cycle was not set against the baseline's step (unlike batch sizes)."""
     agreement: str = ""
     break_even_accept_len: float | None = None
     sweep: SweepFit | None = None
@@ -125,15 +129,39 @@ def explain(store: Store, c: Comparison) -> Explanation:
             _step_from_dumps(store, base_ids, ex, spec_tps)
     else:
         _cycle_from_traces(store, spec_ids, base_ids, ex)
-    if ex.cycle_ms and ex.accept_len:
+    if ex.cycle_ms and ex.accept_len and not ex.refused:
         ex.implied_speedup = ex.accept_len * ex.base_step_ms / ex.cycle_ms - 1
         ex.break_even_accept_len = ex.cycle_ms / ex.base_step_ms
         ex.sources["break_even_accept_len"] = "cycle_ms / base_step_ms"
+    _hook_cost(store, [(ex.spec_run, spec_ids), (ex.baseline_run or "", base_ids)], ex)
     noise = c.noise.get(s) if s is not None else None
     ex.noise_sd = noise.log_sd if noise is not None else None
+    # one environment, one noise: the figure and pair count compare prints for it
+    ex.noise_text = f"{noise.describe()} (@ {s} running)" if noise is not None else None
     ex.agreement = _agreement(ex)
     ex.sweep = sweep_fit(store, spec_ids[0]) if spec_ids else None
     return ex
+
+
+def _hook_cost(store: Store, arms: list[tuple[str, list[str]]], ex: Explanation) -> None:
+    """What logpipe's phase hook itself spent per record in each arm (its ``hook_ms``),
+    and the clock it timed with: measured, not assumed."""
+    said = []
+    for name, ids in arms:
+        if not ids:
+            continue
+        row = store.one(
+            "SELECT median(h), count(*), string_agg(DISTINCT c, ', '), any_value(k) FROM ("
+            "SELECT source_id, line_no, any_value(TRY_CAST(extra->>'hook_ms' AS DOUBLE)) AS h, "
+            "any_value(coalesce(extra->>'clock', 'host')) AS c, any_value(extra->>'kind') AS k "
+            "FROM logpipe_internal.phase_timings WHERE list_contains(?::VARCHAR[], run_id) "
+            "GROUP BY 1, 2) WHERE h IS NOT NULL", [ids])
+        if row is None or not row[1]:
+            continue
+        said.append(f"{row[0]:.3f} ms per {row[3] or 'record'} in {name} ({row[1]} records, "
+                    f"timed by {row[2]})")
+    if said:
+        ex.notes.append("the phase hook's own cost (median): " + "; ".join(said))
 
 
 def _run_ids(store: Store, names: list[str]) -> list[str]:
@@ -304,6 +332,11 @@ def _cycle_from_traces(store: Store, spec_ids: list[str], base_ids: list[str],
         ex.phases.append(PhaseCost(p.kind, p.span_ms or 0.0, (p.span_ms or 0.0) / ex.cycle_ms))
     ex.sources["cycle_ms"] = ("median device span of " + ", ".join(
         f"{p.steps} {p.kind} step(s)" for p in cycle) + f" in trace_steps of {ex.spec_run}")
+    unlike = _unlike_batches(cycle, decode)
+    if unlike:
+        ex.refused = unlike
+        ex.notes.append(unlike)
+        return True
     if decode and decode[0].span_ms:
         # like for like: the baseline's device span per decode step, not its log cadence
         log_step = ex.base_step_ms
@@ -317,19 +350,36 @@ def _cycle_from_traces(store: Store, spec_ids: list[str], base_ids: list[str],
     return True
 
 
+def _unlike_batches(cycle: list[Any], decode: list[Any]) -> str | None:
+    """A cycle is decomposed only against a baseline step of the same batch size (within
+    10%, at least one request): a step at batch 1 says nothing of a cycle at batch 32."""
+    a = next((p.batch_size for p in cycle if p.batch_size), None)
+    b = next((p.batch_size for p in decode if p.batch_size), None)
+    if a is None or b is None or abs(a - b) <= max(1.0, 0.1 * max(a, b)):
+        return None
+    return (f"unlike batches: the speculative cycle was profiled at batch {a:g} "
+            f"({cycle[0].kind} bs={a:g}) and the baseline's step at batch {b:g} (DECODE "
+            f"bs={b:g}); no implied speedup from them. Profile both at the bench's "
+            "concurrency (`launch --profile` waits for it when the bench sets "
+            "--max-concurrency)")
+
+
 def _agreement(ex: Explanation) -> str:
+    if ex.refused:
+        return "not computed: " + ex.refused
     if ex.implied_speedup is None or ex.observed_speedup is None:
         return "not computed: " + ("no cycle" if ex.cycle_ms is None else "no accept length")
     gap = math.log((1 + ex.implied_speedup) / (1 + ex.observed_speedup))
     if ex.noise_sd is not None:
         # two launches' medians: their log ratio varies by √2 launch SDs (95%: 1.96 of them)
         bound = 1.96 * math.sqrt(2) * ex.noise_sd
+        noise = (f"±{bound:.1%}, the 95% range of two launches' difference under the "
+                 f"{ex.noise_text or 'launch noise'}")
         if abs(gap) <= bound:
             return (f"the phases explain the observed speedup (log gap {gap:+.1%}, within "
-                    f"the launch noise ±{bound:.1%})")
+                    f"{noise})")
         return (f"unexplained: the phases imply {ex.implied_speedup:+.1%}, a log gap of "
-                f"{gap:+.1%} from the observed {ex.observed_speedup:+.1%}, beyond the launch "
-                f"noise ±{bound:.1%}")
+                f"{gap:+.1%} from the observed {ex.observed_speedup:+.1%}, beyond {noise}")
     return (f"gap {math.expm1(gap):+.1%} between implied and observed (launch noise "
             "unknown: repeat launches, or `logpipe ab`, to judge it)")
 

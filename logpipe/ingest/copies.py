@@ -1,10 +1,12 @@
 """Copies are not runs: a file whose every record line repeats, with its timestamp, a line
 of another file (a driver script that ``tee``'d the last lines of each server log, a note
-holding a pasted tail) is a copy.  Its runs are taken back; its lines are counted as copies
+holding a pasted tail, a driver that relays each server line behind a constant tag such
+as ``[srv] ``) is a copy.  Its runs are taken back; its lines are counted as copies
 in ``sources`` (``copy_lines``, ``copy_of``), and the original keeps the records."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -106,10 +108,26 @@ def _is_the_copy(store: Store, path: str, other: str, mine: int) -> bool:
     return path > other
 
 
+RELAY_TAG = re.compile(rb"[ \t]*[\[(<]?[A-Za-z][\w.\-]{0,31}[\])>]?[ \t]*[:|]?[ \t]+")
+"""The constant tag a driver puts in front of each line it relays (``[srv] ``, ``srv | ``,
+``server: ``): one word, bracketed or followed by a separator.  A Ray actor's tag, an
+indentation, a container's or Python logging's timestamp, a tqdm bar glued on: the same
+log in another wrapper, not a relay of it."""
+
+
+def _relay_prefix(mine: bytes, theirs: bytes) -> bytes | None:
+    """What ``mine`` adds in front of ``theirs``, when it is ``theirs`` behind a prefix."""
+    if len(mine) > len(theirs) and mine.endswith(theirs):
+        return mine[:len(mine) - len(theirs)]
+    return None
+
+
 def _same_bytes(store: Store, path: str, other: str) -> bool:
     """Each record line of ``path`` is, byte for byte, a line of ``other`` that says the
-    same (a log wrapped another way, by docker or journald, says the same in other bytes:
-    it is not a copy)."""
+    same, or every one (two or more) is its line behind one constant relay tag (a driver
+    relaying the server's output as ``[srv] ...``).  A log wrapped another
+    way, by docker or journald (a prefix that changes from line to line), or indented or
+    tagged by Ray, is the same log in another wrapper: not a copy."""
     pairs: dict[int, int] = {}
     for table, cols in COMPARED.items():
         on = " AND ".join(f"c.{c} IS NOT DISTINCT FROM o.{c}" for c in cols)
@@ -119,6 +137,14 @@ def _same_bytes(store: Store, path: str, other: str) -> bool:
             [store.source_id(path), store.source_id(other)]))
     mine = lines_at(Path(path), set(pairs))  # a CRLF copy is another file
     theirs = lines_at(Path(other), set(pairs.values()))
-    return bool(pairs) and all(
-        mine.get(a) is not None and mine.get(a) == theirs.get(b) for a, b in pairs.items())
+    if not pairs or any(mine.get(a) is None or theirs.get(b) is None
+                        for a, b in pairs.items()):
+        return False
+    if all(mine[a] == theirs[b] for a, b in pairs.items()):
+        return True
+    prefixes = {_relay_prefix(mine[a], theirs[b]) for a, b in pairs.items()}
+    if len(prefixes) != 1:
+        return False
+    (prefix,) = prefixes
+    return prefix is not None and len(pairs) > 1 and bool(RELAY_TAG.fullmatch(prefix))
 

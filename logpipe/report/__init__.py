@@ -236,7 +236,9 @@ def env_diff(d: Any, fmt: str) -> str:
     elif d.complete_a and d.complete_b:
         lines.append(f"Identity tiers match: {d.run_a} and {d.run_b} are comparable.")
     if d.known_match and not (d.complete_a and d.complete_b):
-        lines.append("Known to match: " + ", ".join(d.known_match))
+        lines.append(f"Known to match: {len(d.known_match)} identity key(s)"
+                     + (": " + ", ".join(d.known_match) if len(d.known_match) <= 24 else
+                        " (`logpipe env diff` lists them)"))
     for tier in ("identity", "capacity", "treatment", "annotation"):
         items = [i for i in d.items if i.tier == tier]
         if not items:

@@ -332,8 +332,10 @@ WITH spec AS (
     WHERE r.role = 'speculative'
 ),
 base AS (
+    -- an ab campaign's warm-up launch (cold caches, unjudged) is nobody's baseline
     SELECT r.*, s.strata FROM runs r JOIN run_summary s USING (run_id)
-    WHERE r.role = 'baseline'
+    WHERE r.role = 'baseline' AND r.run_id NOT IN (
+        SELECT run_id FROM run_env WHERE key = 'launch.role' AND value = 'warmup')
 ),
 ident AS (SELECT run_id, key, value FROM run_env WHERE tier = 'identity'),
 -- Runs with the same identity keys and values share a representative: keys are diffed

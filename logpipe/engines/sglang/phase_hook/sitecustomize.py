@@ -4,10 +4,15 @@ This folder is put first on the server's ``PYTHONPATH``, so Python runs this fil
 start of every process of the server (the HTTP server, its scheduler and detokenizer).
 It changes nothing in the SGLang install: an import hook wraps, as SGLang's modules are
 imported, the methods of a speculative cycle and its phases, and the model worker's
-forward step, with host-side timers (``time.perf_counter``; with ``LOGPIPE_PHASES=sync``
-also ``torch.cuda.synchronize()`` at every phase boundary: exact per phase, slower, and
-the records say ``synchronized``).  After each speculative decode cycle (and each decode
-step of a non-speculative server) it logs one record through SGLang's logger:
+forward step, with host-side timers (``time.perf_counter``) on a CPU engine; on a GPU,
+CUDA events recorded on the stream at the same boundaries (a replayed CUDA graph returns
+to the host before the device is done: host timers would measure its launch, not its
+work), read once the device has passed them, never waited for; with
+``LOGPIPE_PHASES=sync``, host timers and ``torch.cuda.synchronize()`` at every phase
+boundary (exact per phase, slower, and the records say ``synchronized``).  Each record
+says which in ``clock`` (``host``, ``cuda_events``, ``sync``).  After each speculative
+decode cycle (and each decode step of a non-speculative server) it logs one record
+through SGLang's logger:
 
     phase_timings: {"v": 1, "ts": ..., "batch_size": 4, "phases_ms": {"draft": 0.4,
     "verify": 11.2, "other": 0.3}, "accepted_tokens": 6, "synchronized": false,
@@ -30,6 +35,7 @@ and never asks a finder of its own kind (nor itself, re-entered) for a module.
 
 from __future__ import annotations
 
+import atexit
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -80,6 +86,54 @@ def _sync() -> None:
         torch = sys.modules.get("torch")
         if torch is not None and torch.cuda.is_available():
             torch.cuda.synchronize()
+
+
+_CLOCK: list[str] = []
+
+
+def _clock() -> str:
+    """How phases are timed, decided once: ``sync`` (host timers with the device
+    synchronised at each boundary), ``cuda_events`` (a GPU in ``host`` mode: CUDA events
+    recorded on the stream, read once complete, so that a replayed CUDA graph is timed on
+    the device without serialising the stream) or ``host`` (host timers: a CPU engine)."""
+    if not _CLOCK:
+        torch = sys.modules.get("torch")
+        on_gpu = False
+        if MODE == "host" and torch is not None:
+            try:
+                on_gpu = bool(torch.cuda.is_available())
+            except Exception:  # noqa: BLE001 - a torch without CUDA
+                on_gpu = False
+        _CLOCK.append("sync" if MODE == "sync" else "cuda_events" if on_gpu else "host")
+    return _CLOCK[0]
+
+
+def _event() -> Any:
+    torch = sys.modules["torch"]
+    event = torch.cuda.Event(enable_timing=True)
+    event.record()
+    return event
+
+
+_pending: list[tuple[Any, ...]] = []
+"""Cycles timed with CUDA events whose end event the device has not reached yet: emitted,
+in order, once it has (queried, never waited for, while the server runs)."""
+
+
+def _flush(wait: bool = False) -> None:
+    while _pending:
+        kind, batch, spans, start, end, accepted, hook, period = _pending[0]
+        if not wait and not end.query():
+            return
+        if wait:
+            end.synchronize()
+        _pending.pop(0)
+        phases = {name: sum(a.elapsed_time(b) for a, b in pairs)
+                  for name, pairs in spans.items()}
+        _emit(kind, batch, phases, start.elapsed_time(end), accepted, hook, period)
+
+
+atexit.register(lambda: _flush(wait=True) if _pending else None)
 
 
 def _mode_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -134,7 +188,8 @@ def _emit(kind: str, batch: Any, phases: dict[str, float], total: float,
         phases["other"] = rest
     record = {"v": 1, "ts": round(time.time(), 6), "batch_size": _batch_size(batch),
               "phases_ms": {k: round(v, 4) for k, v in phases.items()},
-              "accepted_tokens": accepted, "synchronized": MODE == "sync", "kind": kind}
+              "accepted_tokens": accepted, "synchronized": MODE == "sync", "kind": kind,
+              "clock": _clock()}
     if period is not None:
         record["period_ms"] = round(period, 4)
     record["hook_ms"] = round(hook_ms + (time.perf_counter() - t0) * 1000, 4)
@@ -151,19 +206,28 @@ def _wrap(func: Any, role: str) -> Any:
             batch, mode = _mode_of(args[1:], kwargs)
             decode = batch is not None and _decode_like(mode)
             st.cycle, st.in_phase = {}, False
+            events = _clock() == "cuda_events"
+            if events:
+                _flush()
             _sync()
             t0 = time.perf_counter()
+            start = _event() if events else None
             st.hook = (t0 - h0) * 1000
             period = _period(st, t0, decode)
             try:
                 result = func(*args, **kwargs)
                 _sync()
+                end = _event() if events else None
                 total = (time.perf_counter() - t0) * 1000
             finally:
                 phases, hook = st.cycle, st.hook
                 st.cycle = None
             if decode and "verify" in phases:
-                _emit("cycle", batch, phases, total, _accepted(result), hook, period)
+                if events:
+                    _pending.append(("cycle", batch, phases, start, end, _accepted(result),
+                                     hook, period))
+                else:
+                    _emit("cycle", batch, phases, total, _accepted(result), hook, period)
             return result
         cycle = getattr(st, "cycle", None)
         if role == "step" and cycle is None:  # a plain server's forward
@@ -173,13 +237,22 @@ def _wrap(func: Any, role: str) -> Any:
             if batch is None or is_decode is None or not is_decode():
                 _period(st, h0, False)  # a prefill between two decode steps
                 return func(*args, **kwargs)
+            events = _clock() == "cuda_events"
+            if events:
+                _flush()
             _sync()
             t0 = time.perf_counter()
+            start = _event() if events else None
             period = _period(st, t0, True)
             result = func(*args, **kwargs)
+            size = _batch_size(batch)
+            if events:
+                end = _event()
+                _pending.append(("step", batch, {"decode": [(start, end)]}, start, end, size,
+                                 (t0 - h0) * 1000, period))
+                return result
             _sync()
             ms = (time.perf_counter() - t0) * 1000
-            size = _batch_size(batch)
             _emit("step", batch, {"decode": ms}, ms, size, (t0 - h0) * 1000, period)
             return result
         if cycle is None or getattr(st, "in_phase", False):
@@ -188,14 +261,20 @@ def _wrap(func: Any, role: str) -> Any:
         h0 = time.perf_counter()
         _sync()
         st.in_phase = True
+        events = _clock() == "cuda_events"
         t0 = time.perf_counter()
+        e0 = _event() if events else None
         try:
             return func(*args, **kwargs)
         finally:
+            e1 = _event() if events else None
             _sync()
             t1 = time.perf_counter()
             st.in_phase = False
-            cycle[name] = cycle.get(name, 0.0) + (t1 - t0) * 1000
+            if events:
+                cycle.setdefault(name, []).append((e0, e1))
+            else:
+                cycle[name] = cycle.get(name, 0.0) + (t1 - t0) * 1000
             st.hook += ((t0 - h0) + (time.perf_counter() - t1)) * 1000
 
     timed.__wrapped__ = func  # type: ignore[attr-defined]

@@ -1,0 +1,78 @@
+"""What a user meets in an hour: each of these was wrong before it was fixed here."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from logpipe.cli import app
+from logpipe.env import RunEnv, diff
+
+runner = CliRunner()
+
+
+def test_an_unknown_package_version_is_unknown_not_unset() -> None:
+    def env(values: dict[str, str], complete: bool) -> RunEnv:
+        return RunEnv.from_json(json.dumps({k: {"value": v, "source": "manifest",
+                                                "tier": "identity"}
+                                            for k, v in values.items()}), complete)
+
+    known = env({"pkg.sglang": "0.5.23", "NCCL_ALGO": "Ring"}, True)
+    bare = env({}, False)
+    complete = env({"pkg.torch": "2.9"}, True)
+    shown = {i.key: (i.a, i.b) for i in diff("a", known, "b", bare).items}
+    assert shown["pkg.sglang"] == ("0.5.23", "unknown")
+    # a captured environment without the variable: it was not set; a package it does not
+    # list is still unknown
+    shown = {i.key: (i.a, i.b) for i in diff("a", known, "c", complete).items}
+    assert shown["NCCL_ALGO"] == ("Ring", "(unset)")
+    assert shown["pkg.sglang"] == ("0.5.23", "unknown")
+
+
+def test_a_negative_threshold_is_refused(sample_db: Path) -> None:
+    result = runner.invoke(app, ["compare", "--run", "plain", "--run", "crlf", "--db",
+                                 str(sample_db), "--threshold", "-1"])
+    assert result.exit_code == 2 and "--threshold" in result.output
+
+
+def test_export_to_a_path_that_cannot_be_made_is_an_error_not_a_crash(sample_db: Path
+                                                                      ) -> None:
+    result = runner.invoke(app, ["export", "/proc/nope/lake", "--db", str(sample_db)])
+    assert result.exit_code == 2
+    assert "cannot write the lake /proc/nope/lake" in result.output
+    assert "internal error" not in result.output
+
+
+def test_errors_under_format_json_are_json_on_stdout(sample_db: Path) -> None:
+    result = runner.invoke(app, ["compare", "--run", "nope", "--run", "plain", "--db",
+                                 str(sample_db), "--format", "json"])
+    assert result.exit_code == 2
+    err = json.loads(result.stdout)
+    assert err["error"] == "no run named 'nope'" and err["exit"] == 2 and err["hint"]
+
+
+def test_explain_has_the_option_its_notes_suggest() -> None:
+    result = runner.invoke(app, ["explain", "--help"], env={"COLUMNS": "200"})
+    assert "--allow-unknown-env" in result.output and "--allow-env-diff" in result.output
+
+
+def test_the_engines_note_points_to_a_command_that_exists(sample_db: Path) -> None:
+    result = runner.invoke(app, ["compare", "--campaign", "real-engines-cpu", "--db",
+                                 str(sample_db), "--format", "json"])
+    notes = json.loads(result.stdout)["comparisons"][0]["notes"]
+    said = [n for n in notes if "lists them" in n]
+    assert said and all("`logpipe env diff` lists them" in n for n in said)
+    assert runner.invoke(app, ["env", "diff", "--help"]).exit_code == 0
+
+
+def test_a_folder_with_no_logs_is_said_and_fails(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("tried NGRAM today, looked slower\n")
+    result = runner.invoke(app, ["ingest", str(tmp_path), "--db", str(tmp_path / "d.duckdb")])
+    assert result.exit_code == 2
+    assert "nothing ingested: none of the 1 file(s) under" in result.output
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = runner.invoke(app, ["ingest", str(empty), "--db", str(tmp_path / "e.duckdb")])
+    assert result.exit_code == 2 and "nothing ingested: no file under" in result.output
