@@ -681,14 +681,22 @@ def _treatment(a: RunSamples, b: RunSamples, c: Comparison) -> list[str]:
     out = []
     for i in d.items:
         if i.tier in ("treatment", "capacity", "identity") or i.key.startswith("tag."):
-            out.append(f"{i.key}: {_shown(i.a)} → {_shown(i.b)}")
+            was, now = _shown(i.a), _shown(i.b)
+            out.append(f"{i.key}: {was} → {now}" if was != now else
+                       f"{i.key}: changed (`logpipe env diff` shows it)")
     if (a.workload or None) != (b.workload or None):
         out.append(f"workload: {a.workload or 'unknown'} → {b.workload or 'unknown'}")
     return out
 
 
+TREATMENT_VALUE_CHARS = 60
+"""A treatment value longer than this (an engine's whole CUDA-graph config) is not printed
+in the Treatment line: `logpipe env diff` shows it."""
+
+
 def _shown(value: Any) -> str:
-    return "unset" if value is None else str(value)
+    text = "unset" if value is None else str(value)
+    return text if len(text) <= TREATMENT_VALUE_CHARS else "(long value)"
 
 
 def _client_values(arm: Sequence[RunSamples], column: str) -> list[float | None]:

@@ -27,7 +27,7 @@ from logpipe.engines.sglang.parser import (
 from logpipe.engines.sglang.parser import sniff as sglang_sniff
 from logpipe.errors import InputError
 from logpipe.readers import line_blocks, open_binary, read_head, take_damage
-from logpipe.sources import HEAD_BYTES, detect, load
+from logpipe.sources import HEAD_BYTES, deep_window, detect, load
 
 SHOWN = 20
 """Lines listed per section (the counts are always complete)."""
@@ -77,6 +77,10 @@ def _diagnose(path: Path) -> Diagnosis:
         raise InputError(f"cannot read: {exc}", path=path) from exc
     head = raw_head.decode("utf-8", errors="replace")
     source = detect(head)
+    if source is None:
+        found = deep_window(path)
+        if found is not None and detect(found[1]) is not None:
+            head, source = found[1], detect(found[1])
     kind = source.name if source else None
     if kind != SGLANG and sglang_sniff(head):
         kind = SGLANG

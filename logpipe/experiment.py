@@ -892,8 +892,8 @@ def check_plan(plan: Plan) -> None:
 
 
 def warmup_default(plan: Plan) -> tuple[bool, str]:
-    """Whether ``plan`` runs an unjudged warm-up launch before round 1, and why: as the
-    plan says; by default when it profiles (the first launch's caches and the profiler's
+    """Whether ``plan`` runs an unjudged warm-up launch of each arm before round 1, and
+    why: as the plan says; by default when it profiles (the first launch's caches and the profiler's
     own start-up) or when an arm's engine compiles kernels at first use (SGLang and vLLM
     on a GPU: Triton, FlashInfer and torch.compile caches; a first launch on a fresh
     machine ran its bench at 0.56x the next one's)."""
@@ -947,15 +947,17 @@ def run_plan(plan: Plan, db: Path, *, echo: Echo | None = None,
                "allow_env_diff": ",".join(sorted(plan.allow_env_diff)),
                "treatment": ",".join(sorted(plan.declared))}
     warm, why = warmup_default(plan)
-    if warm:
-        name = f"{plan.name}-warmup"
+    # every arm once: each compiles its own kernels at first use (a GPU campaign's first
+    # NGRAM launch, after a warm-up of the baseline alone, still ran its bench cold)
+    for arm in plan.arms if warm else ():
+        name = f"{plan.name}-warmup-{arm.name}"
         say(f"logpipe: [warm-up] {name} ({why}; not judged)")
-        res = launch(plan.baseline.command, LaunchOptions(
+        res = launch(arm.command, LaunchOptions(
             name=name, out=out / name, ready_timeout=plan.ready_timeout, bench=plan.bench,
-            bench_timeout=plan.bench_timeout, db=db, env={**plan.env, **plan.baseline.env},
+            bench_timeout=plan.bench_timeout, db=db, env={**plan.env, **arm.env},
             stop_waits=stop_waits, echo=echo, record_only=record_only, phases=plan.phases,
-            launch_info={"plan": plan.name, "arm": "warmup", "round": 0, "role": "warmup",
-                         **judging}))
+            launch_info={"plan": plan.name, "arm": f"warmup-{arm.name}", "round": 0,
+                         "role": "warmup", **judging}))
         if res.status == "interrupted":
             return PlanResult(plan, [], notes=[f"interrupted during the warm-up launch {name}"],
                               exit_code=130)
@@ -984,8 +986,8 @@ def run_plan(plan: Plan, db: Path, *, echo: Echo | None = None,
             break
     result = PlanResult(plan, launches)
     if warm:
-        result.notes.append(f"a warm-up launch of the baseline ran before round 1 ({why}); "
-                            "it is not judged")
+        result.notes.append(f"a warm-up launch of each arm ran before round 1 ({why}); "
+                            "they are not judged")
     if stopped:
         result.notes.append(stopped)
     if record_only:
@@ -1135,8 +1137,8 @@ def schedule_text(plan: Plan) -> str:
              f"order {plan.order}" + (", stops when an arm's first launch fails"
                                       if plan.fail_fast else ", keeps going on failures")]
     warm, why = warmup_default(plan)
-    if warm:
-        lines.append(f"  [0] {plan.name}-warmup (the baseline, not judged: {why})")
+    for arm in plan.arms if warm else ():
+        lines.append(f"  [0] {plan.name}-warmup-{arm.name} (not judged: {why})")
     seen: set[str] = set()
     for i, (round_, arm) in enumerate(plan.schedule(), 1):
         profiled = plan.profile and arm.name not in seen

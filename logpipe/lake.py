@@ -65,11 +65,15 @@ LAKE_FORMAT = 1
 """Version of this layout (the files above); the table contract has its own version."""
 
 TRACE_TABLES = ("trace_kernels", "trace_annotations", "trace_ops")
-TABLES = ("sources", "runs", "run_env", *DATA_TABLES)
+TABLES = ("sources", "runs", "run_env", *DATA_TABLES, *ALL_ROWS_VIEWS.values())
+"""The lake's tables: a table of the database under its public view's rows (``bench_results``
+without the console summaries that repeat a JSONL record: what a Spark or pyarrow reader
+of ``table=bench_results`` counts is what ``logpipe sql`` counts), and each such table's
+every row beside it (``bench_results_all``, with ``duplicate_of``)."""
 PARTITIONS: dict[str, tuple[str, ...]] = {
     "sources": (),
     "runs": ("engine",),
-    **{t: ("engine", "run_id") for t in ("run_env", *DATA_TABLES)},
+    **{t: ("engine", "run_id") for t in ("run_env", *DATA_TABLES, *ALL_ROWS_VIEWS.values())},
 }
 LOCAL_COLUMNS = {"sources": ("source_id",)}
 """Columns of one database that the lake leaves out."""
@@ -95,7 +99,7 @@ def _unit_query(table: str, columns: list[str]) -> str:
                 f"t.source_path AS _unit FROM {table} t "
                 "LEFT JOIN traces x USING (source_path) LEFT JOIN runs r ON r.run_id = x.run_id")
     return (f"SELECT {cols}, coalesce(r.engine, '{UNLINKED}') AS engine, t.source_path AS _unit "
-            f"FROM {ALL_ROWS_VIEWS.get(table, table)} t LEFT JOIN runs r USING (run_id)")
+            f"FROM {table} t LEFT JOIN runs r USING (run_id)")
 
 
 def literal(text: str) -> str:
@@ -378,8 +382,14 @@ def open_lake_views(con: duckdb.DuckDBPyConnection, lake: str | Path) -> None:
         columns = [(c, ty) for c, ty in spec["columns"]]
         files = [str(lake / f) for e in manifest["tables"].get(table, {}).values()
                  for f in e["files"]]
-        name = ALL_ROWS_VIEWS.get(table, table)
-        for view in {table, name}:
+        # a lake of an earlier export holds only every row, under the public table's name
+        older = table in ALL_ROWS_VIEWS and ALL_ROWS_VIEWS[table] not in contract["tables"]
+        if table in ALL_ROWS_VIEWS and not older:
+            continue  # the public view over the table of every row, made with it below
+        name = ALL_ROWS_VIEWS.get(table, table) if older else table
+        public = next((t for t, every in ALL_ROWS_VIEWS.items() if every in (table, name)),
+                      None)
+        for view in {table, name, *([public] if public else [])}:
             kind = con.execute("SELECT table_type FROM information_schema.tables WHERE "
                                "table_schema = 'main' AND table_name = ?", [view]).fetchall()
             if kind:
@@ -399,5 +409,5 @@ def open_lake_views(con: duckdb.DuckDBPyConnection, lake: str | Path) -> None:
                               + [f"CAST(NULL AS INTEGER) AS {c}" for c in local])
             con.execute(f"CREATE VIEW main.{name} AS SELECT * FROM (SELECT {empty}) "
                         "WHERE false")
-        if name != table:
-            con.execute(one_row_view_sql(table))
+        if public is not None:
+            con.execute(one_row_view_sql(public))

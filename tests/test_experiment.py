@@ -577,6 +577,11 @@ def test_launch_profile_5_against_the_real_sglang_cpu_server(tmp_path: Path) -> 
                           "JOIN batch_states b USING (run_id) GROUP BY 1"))
     assert 0 < rows["p5"] <= 10 and rows["plain"] == 0
     assert query(db, "SELECT count(*) FROM runs WHERE profiled") == [(0,)]
+    # the profiler waited for the bench's concurrency: the batch it profiled is said
+    ((manifest,),) = query(db, "SELECT e.value FROM run_env e JOIN runs r USING (run_id) "
+                               "WHERE r.name = 'p5' AND e.key = 'launch.profile'")
+    record = json.loads(manifest)
+    assert record["target_batch"] == 4 and record["batch_size"] == 4, record
     (c,) = compare(str(db), ["p5", "plain"])
     assert c.exit_code == 0 and c.verdict == "same configuration", c.notes
 
@@ -689,7 +694,7 @@ def test_launch_profile_not_taken_when_the_bench_never_decodes(tmp_path: Path) -
 
 
 def test_a_warm_up_launch_by_default_where_caches_are_cold() -> None:
-    """An unjudged launch of the baseline before round 1: on by default when the plan
+    """An unjudged launch of each arm before round 1: on by default when the plan
     profiles or an engine compiles kernels at first use on a GPU; off on a CPU engine or
     when the plan says so; the schedule shows it."""
     from logpipe.experiment import schedule_text, warmup_default
@@ -708,4 +713,5 @@ def test_a_warm_up_launch_by_default_where_caches_are_cold() -> None:
     assert warmup_default(p)[0] is False
     p.warmup_launch = True
     check_plan(p)
-    assert "[0] p-warmup (the baseline, not judged" in schedule_text(p)
+    text = schedule_text(p)
+    assert "[0] p-warmup-base (not judged" in text and "[0] p-warmup-c (not judged" in text

@@ -223,3 +223,49 @@ def test_a_relay_behind_a_constant_tag_is_a_copy_and_no_aa_pair(tmp_path: Path) 
     other = tmp_path / "wrapped.duckdb"
     assert not ingest_paths([wrapped], other).copies
     assert query(other, "SELECT count(*) FROM runs") == [(2,)]
+
+
+def test_a_real_log_behind_100_kb_of_pip_output_is_found_and_read_whole(tmp_path: Path
+                                                                        ) -> None:
+    """A Slurm job installs its environment first: 2,400 lines of pip output, then the
+    server's own log.  The head shows no known format; the log is found further on and
+    every one of its batch lines is read, as from the log alone."""
+    pip = "".join(f"Collecting package-{i}==1.{i}.0\n  Downloading package_{i}-1.{i}.0-py3-none-"
+                  f"any.whl (12{i % 10} kB)\n" for i in range(1200))
+    assert len(pip) > 100_000
+    (tmp_path / "job").mkdir()
+    (tmp_path / "job" / "slurm-4242.out").write_text(pip + REAL_LOG.read_text())
+    (tmp_path / "alone").mkdir()
+    shutil.copy(REAL_LOG, tmp_path / "alone" / "server.log")
+    db = tmp_path / "db.duckdb"
+    assert not ingest_paths([tmp_path / "job"], db).failed
+    other = tmp_path / "alone.duckdb"
+    assert not ingest_paths([tmp_path / "alone"], other).failed
+    cols = "kind, running_req, gen_throughput, ts"
+    got = query(db, f"SELECT {cols} FROM batches ORDER BY ts, kind, running_req")
+    assert got and got == query(other, f"SELECT {cols} FROM batches ORDER BY ts, kind, "
+                                       "running_req")
+    doctor = runner.invoke(app, ["doctor", str(tmp_path / "job" / "slurm-4242.out")])
+    assert "SGLang server log" in doctor.stdout
+
+
+def test_a_driver_log_tailing_two_servers_is_a_copy_of_both(tmp_path: Path) -> None:
+    """A run script's log that holds the last three decode lines of each of two server
+    logs it ran in turn (the GPU recipe's run.log): every record line repeats a line of
+    one or the other.  It is a copy of both, never a run."""
+    logs = [SAMPLES / "real-gpu" / f"real-gpu-{arm}-r1" / "server.log"
+            for arm in ("baseline", "ngram")]
+    text = ""
+    for i, log in enumerate(logs):
+        shutil.copy(log, tmp_path / f"server-{i}.log")
+        decode = [line for line in log.read_text().splitlines() if "Decode batch" in line]
+        text += f"== driver: server {i} up\n" + "\n".join(decode[-3:]) + "\n== bench done\n"
+    (tmp_path / "run.log").write_text(text)
+    db = tmp_path / "db.duckdb"
+    result = ingest_paths([tmp_path], db)
+    assert sorted(Path(p).name for (p,) in query(db, "SELECT source_path FROM runs")) == [
+        "server-0.log", "server-1.log"]
+    (copy,) = result.copies
+    assert Path(copy.path).name == "run.log" and copy.lines == 6
+    assert sorted(Path(p).name for p in copy.of.split(", ")) == ["server-0.log",
+                                                                "server-1.log"]

@@ -48,7 +48,7 @@ from logpipe.ingest.environment import attach_env, environment_key
 from logpipe.ingest.linking import link_records, mark_duplicate_benchmarks
 from logpipe.ingest.walk import run_base_name, walk
 from logpipe.readers import read_head, take_damage
-from logpipe.sources import HEAD_BYTES, bench, detect, load
+from logpipe.sources import HEAD_BYTES, bench, deep_window, detect, load
 from logpipe.store import Store
 from logpipe.traces import apply_trace_env
 
@@ -184,6 +184,12 @@ def _ingest_one(store: Store, path: Path, key: str, root: Path, options: EnvOpti
         return FileResult(key, "failed", detail=f"cannot read: {exc}")
     text_head = head.decode("utf-8", errors="replace")
     source = detect(text_head)
+    if source is None:
+        # a log behind a long preamble (pip output, an environment dump, one config line
+        # longer than the head): look for a record marker further on, bounded
+        found = deep_window(path)
+        if found is not None:
+            source = detect(found[1])
     if source is not None and source.name == bench.CONSOLE.name:
         # a run script that sent the server's output and bench_serving's summary to one
         # file: read it as the server log it is; the summaries come with it

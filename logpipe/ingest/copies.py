@@ -47,18 +47,26 @@ def take_back_copies(store: Store, paths: list[str]) -> list[Copy]:
                 store, "SELECT count(*) FROM runs WHERE source_path = ? AND started_at IS NULL",
                 [path]):
             continue  # no records, or records without a date: nothing to tell a copy by
-        for other in _candidates(store, path):
+        candidates = _candidates(store, path)
+        of: list[str] = []
+        for other in candidates:
             # cheapest test first: the record counts, then the timestamps alone, then
             # every column, then the bytes
-            if _is_the_copy(store, path, other, mine) and _all_repeat(store, path, other) \
-                    and _same_bytes(store, path, other):
-                runs = [r for (r,) in store.all("SELECT run_id FROM runs WHERE source_path = ?",
-                                                [path])]
-                lines = store.unmake_runs(runs)
-                store.con.execute("UPDATE sources SET copy_lines = ?, copy_of = ? "
-                                  "WHERE path = ?", [len(lines), other, path])
-                found.append(Copy(path, other, len(lines)))
+            if _is_the_copy(store, path, other, mine) and _all_repeat(store, path, [other]) \
+                    and _same_bytes(store, path, [other]):
+                of = [other]
                 break
+        if not of and len(candidates) > 1 and _all_repeat(store, path, candidates):
+            # a driver that tailed several servers: every record line repeats a line of one
+            # of them (it is a copy of each it repeats)
+            of = _same_bytes(store, path, candidates, several=True)
+        if of:
+            runs = [r for (r,) in store.all("SELECT run_id FROM runs WHERE source_path = ?",
+                                            [path])]
+            lines = store.unmake_runs(runs)
+            store.con.execute("UPDATE sources SET copy_lines = ?, copy_of = ? "
+                              "WHERE path = ?", [len(lines), ", ".join(of), path])
+            found.append(Copy(path, ", ".join(of), len(lines)))
     return found
 
 
@@ -85,15 +93,17 @@ def _candidates(store: Store, path: str) -> list[str]:
         "ORDER BY 1", [path, path])]
 
 
-def _all_repeat(store: Store, path: str, other: str) -> bool:
-    ids = [store.source_id(path), store.source_id(other)]
+def _all_repeat(store: Store, path: str, others: list[str]) -> bool:
+    """Every record row of ``path`` is a row of one of ``others`` (timestamps first)."""
+    ids = [store.source_id(path), [store.source_id(o) for o in others]]
     stamps = [f"(SELECT count(*) FROM (SELECT ts FROM {_table(t)} WHERE source_id = $1 "
-              f"EXCEPT ALL SELECT ts FROM {_table(t)} WHERE source_id = $2))" for t in COMPARED]
+              f"EXCEPT ALL SELECT ts FROM {_table(t)} WHERE list_contains($2, source_id)))"
+              for t in COMPARED]
     if _count(store, "SELECT " + " + ".join(stamps), ids):
         return False
     left = [f"(SELECT count(*) FROM (SELECT {', '.join(cols)} FROM {_table(t)} "
             f"WHERE source_id = $1 EXCEPT ALL SELECT {', '.join(cols)} FROM {_table(t)} "
-            "WHERE source_id = $2))" for t, cols in COMPARED.items()]
+            "WHERE list_contains($2, source_id)))" for t, cols in COMPARED.items()]
     return not _count(store, "SELECT " + " + ".join(left), ids)
 
 
@@ -122,29 +132,35 @@ def _relay_prefix(mine: bytes, theirs: bytes) -> bytes | None:
     return None
 
 
-def _same_bytes(store: Store, path: str, other: str) -> bool:
+def _same_bytes(store: Store, path: str, others: list[str], several: bool = False) -> Any:
     """Each record line of ``path`` is, byte for byte, a line of ``other`` that says the
     same, or every one (two or more) is its line behind one constant relay tag (a driver
     relaying the server's output as ``[srv] ...``).  A log wrapped another
     way, by docker or journald (a prefix that changes from line to line), or indented or
     tagged by Ray, is the same log in another wrapper: not a copy."""
-    pairs: dict[int, int] = {}
-    for table, cols in COMPARED.items():
-        on = " AND ".join(f"c.{c} IS NOT DISTINCT FROM o.{c}" for c in cols)
-        pairs.update((int(a), int(b)) for a, b in store.all(
-            f"SELECT c.line_no, min(o.line_no) FROM {_table(table)} c JOIN {_table(table)} o "
-            f"ON {on} WHERE c.source_id = ? AND o.source_id = ? GROUP BY 1",
-            [store.source_id(path), store.source_id(other)]))
-    mine = lines_at(Path(path), set(pairs))  # a CRLF copy is another file
-    theirs = lines_at(Path(other), set(pairs.values()))
-    if not pairs or any(mine.get(a) is None or theirs.get(b) is None
-                        for a, b in pairs.items()):
-        return False
-    if all(mine[a] == theirs[b] for a, b in pairs.items()):
-        return True
-    prefixes = {_relay_prefix(mine[a], theirs[b]) for a, b in pairs.items()}
-    if len(prefixes) != 1:
-        return False
-    (prefix,) = prefixes
-    return prefix is not None and len(pairs) > 1 and bool(RELAY_TAG.fullmatch(prefix))
+    matched: dict[int, tuple[str, int]] = {}
+    for other in others:
+        for table, cols in COMPARED.items():
+            on = " AND ".join(f"c.{c} IS NOT DISTINCT FROM o.{c}" for c in cols)
+            for a, b in store.all(
+                    f"SELECT c.line_no, min(o.line_no) FROM {_table(table)} c "
+                    f"JOIN {_table(table)} o ON {on} WHERE c.source_id = ? "
+                    "AND o.source_id = ? GROUP BY 1",
+                    [store.source_id(path), store.source_id(other)]):
+                matched.setdefault(int(a), (other, int(b)))
+    mine = lines_at(Path(path), set(matched))  # a CRLF copy is another file
+    theirs = {o: lines_at(Path(o), {b for oo, b in matched.values() if oo == o})
+              for o in others}
+    pairs = {a: (mine.get(a), theirs[o].get(b)) for a, (o, b) in matched.items()}
+    used = sorted({o for o, _ in matched.values()})
+    if not pairs or any(x is None or y is None for x, y in pairs.values()):
+        return [] if several else False
+    if several and len(used) < 2:
+        return []  # one file: the single-file test above decides
+    if all(x == y for x, y in pairs.values()):
+        return used if several else True
+    prefixes = {_relay_prefix(x, y) for x, y in pairs.values()}  # type: ignore[arg-type]
+    (prefix,) = prefixes if len(prefixes) == 1 else (None,)
+    relay = prefix is not None and len(pairs) > 1 and bool(RELAY_TAG.fullmatch(prefix))
+    return (used if relay else []) if several else relay
 

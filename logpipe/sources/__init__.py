@@ -40,6 +40,10 @@ class Source:
     reader: str | None = None
     """``module:function`` of a kind read its own way, ``(store, path, key, options) ->
     FileResult`` (profiler traces: streamed)."""
+    markers: tuple[bytes, ...] = ()
+    """Literal bytes of this kind's record lines (``Decode batch``): a file whose head shows
+    no known format is scanned for them further on (:func:`deep_window`), so that a log
+    behind a long preamble (pip output, an environment dump) is still found."""
     serves: Callable[[str], bool] | None = None
     """A server log kind: does a head that also holds a benchmark's console summary show
     this server's own output (a run script that sent both to one file), not only lines a
@@ -68,6 +72,44 @@ def detect(head: str) -> Source | None:
             return source
     return None
 
+
+DEEP_SCAN_BYTES = 1 << 30
+"""How far past the head :func:`deep_window` looks for a record marker (a literal search:
+about a second per GiB), so that a big file of another kind costs a bounded scan."""
+DEEP_BLOCK = 4 << 20
+
+
+def deep_window(path: Any, start: int = HEAD_BYTES) -> tuple[int, str] | None:
+    """Where a known kind's record marker first occurs past the head, as ``(offset of its
+    line, HEAD_BYTES of text from there)``; None when none occurs within the bounded scan.
+    The window is what :func:`detect` is then shown (a log behind a long preamble)."""
+    from logpipe.readers import open_binary
+
+    markers = [m for s in registered() for m in s.markers]
+    if not markers:
+        return None
+    longest = max(len(m) for m in markers)
+    with open_binary(path) as fh:
+        seen = fh.read(start)
+        offset = len(seen)
+        if len(seen) < start:
+            return None
+        carry = seen[-longest:]
+        while offset < start + DEEP_SCAN_BYTES:
+            block = fh.read(DEEP_BLOCK)
+            if not block:
+                return None
+            data = carry + block
+            base = offset - len(carry)
+            hits = [i for i in (data.find(m) for m in markers) if i >= 0]
+            if hits:
+                at = min(hits)
+                line = data.rfind(b"\n", 0, at) + 1
+                window = data[line:] + fh.read(HEAD_BYTES)
+                return base + line, window[:HEAD_BYTES].decode("utf-8", errors="replace")
+            offset += len(block)
+            carry = data[-longest:]
+    return None
 
 BUILTIN_KINDS = ("logpipe.sources.bench", "logpipe.sources.phases",
                  "logpipe.sources.request_metrics", "logpipe.sources.torch_trace")

@@ -37,6 +37,8 @@ SOURCE = register(
         name=NAME,
         description="SGLang server log (launch_server / Engine output), any release",
         sniff=sniff,
+        markers=(b"Decode batch", b"Prefill batch", b"] server_args=",
+                 b"The server is fired up and ready to roll"),
         samples=(
             "eras/v0.2.15.log",
             "eras/v0.4.5.log",

@@ -48,6 +48,7 @@ SOURCE = register(
         name=NAME,
         description="vLLM server log (vllm serve / api_server output), V0 and V1",
         sniff=sniff,
+        markers=(b"Avg prompt throughput: ", b"vLLM API server version"),
         samples=("eras/vllm/v0.3.1.log", "eras/vllm/v0.9.2.log", "eras/vllm/v0.33.0.log",
                  "real-vllm-cpu/real-vllm-cpu-ngram-r1/server.log",
                  "wrappers/vllm/docker-timestamps.log"),
