@@ -703,6 +703,10 @@ def ab(
         help="An unjudged launch of the baseline before round 1 (plan key warmup_launch; "
              "default on when the plan profiles or an engine compiles kernels at first use "
              "on a GPU).")] = None,
+    resume: Annotated[bool, typer.Option(
+        "--resume", help="Continue a campaign that was stopped part-way: its complete "
+                         "launches are kept, a partial one is moved aside and run again.")]
+    = False,
     record_only: Annotated[bool, typer.Option(
         "--record-only", help="Launch and record every run folder; ingest and judge "
                               "nothing (later, elsewhere: `logpipe ingest DIR` and "
@@ -757,7 +761,7 @@ def ab(
             typer.echo(schedule_text(plan), nl=False)
             raise typer.Exit(0)
         result = run_plan(plan, Path(db), echo=_echo_to_stderr(quiet or fmt == "json"),
-                          record_only=record_only)
+                          record_only=record_only, resume=resume)
     except LogpipeError as exc:
         _fail(exc)
     typer.echo(plan_json(result) if fmt == "json" else plan_text(result), nl=False)

@@ -930,13 +930,82 @@ class PlanResult:
     exit_code: int = 0
 
 
+def _launch_status(folder: Path) -> str | None:
+    """The status a launch folder's manifest recorded (``ok``, ``failed``, ``starting`` for
+    one killed before it finished...); None when it has no manifest."""
+    try:
+        return str(json.loads((folder / "env.json").read_text()).get("launch", {})
+                   .get("status"))
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _ingested(db: Path, name: str) -> list[str]:
+    """The run ids a launch of this name has in the database (none without one)."""
+    if not db.exists():
+        return []
+    try:
+        from logpipe.db import open_db
+    except ImportError:  # a bare machine (record-only): nothing was ingested here
+        return []
+    with open_db(str(db), read_only=True) as store:
+        return [r for (r,) in store.all("SELECT run_id FROM runs WHERE name = ? "
+                                        "ORDER BY run_seq", [name])]
+
+
+def resume_plan(plan: Plan, out: Path, db: Path, resume: bool, notes: list[str],
+                record_only: bool = False) -> dict[str, LaunchResult]:
+    """The launches of ``plan`` already in ``out``: with ``resume``, every complete one
+    (kept, not launched again) by name, and each partial one (a launch killed part-way)
+    moved aside, said in ``notes``; without it, a campaign folder that already holds
+    launches is refused, saying which are complete, partial and ingested."""
+    done: dict[str, LaunchResult] = {}
+    found = [(plan.run_name(arm, r), out / plan.run_name(arm, r)) for r, arm in plan.schedule()]
+    found = [(n, f) for n, f in found if f.is_dir() and any(f.iterdir())]
+    if not found:
+        return done
+    if not resume:
+        said = []
+        for name, folder in found:
+            status = _launch_status(folder)
+            said.append(f"{name} ({'complete' if status == 'ok' else 'partial: ' + str(status)}"
+                        f"{', ingested' if _ingested(db, name) else ', never ingested'})")
+        raise InputError(f"the campaign folder {out} already holds launches of this plan: "
+                         + "; ".join(said),
+                         hint="`logpipe ab PLAN --resume` continues it (complete launches "
+                         "kept, a partial one moved aside), or give another --out")
+    for name, folder in found:
+        status = _launch_status(folder)
+        if status == "ok":
+            ids = _ingested(db, name)
+            if not ids and not record_only:
+                from logpipe.ingest import ingest_paths
+
+                ingest_paths([folder], db)  # a campaign killed before it ingested it
+                ids = _ingested(db, name)
+                notes.append(f"{name}: complete but never ingested: ingested now")
+            done[name] = LaunchResult(name, folder, "ok", run_ids=ids)
+            continue
+        aside = folder.with_name(f"{name}.partial-{time.strftime('%Y%m%d-%H%M%S')}")
+        folder.rename(aside)
+        notes.append(f"{name}: a partial launch (status {status}) moved aside to "
+                     f"{aside.name}; launched again")
+    if done:
+        notes.append(f"resumed: {len(done)} complete launch(es) kept: " + ", ".join(done))
+    return done
+
+
 def run_plan(plan: Plan, db: Path, *, echo: Echo | None = None,
              stop_waits: tuple[float, float] = STOP_WAIT_S,
-             options: Any = None, record_only: bool = False) -> PlanResult:
+             options: Any = None, record_only: bool = False,
+             resume: bool = False) -> PlanResult:
     """Launch every arm of ``plan`` in turn, then compare each candidate (its rounds
-    pooled) with the baseline (its rounds pooled)."""
+    pooled) with the baseline (its rounds pooled).  ``resume``: keep the complete
+    launches a killed campaign left in its folder and run the rest."""
     check_plan(plan)
     out = plan.out if plan.out is not None else Path("runs") / plan.name
+    resumed_notes: list[str] = []
+    done = resume_plan(plan, out, db, resume, resumed_notes, record_only)
     launches: list[tuple[int, Arm, LaunchResult]] = []
     say = echo or (lambda _line: None)
     schedule = plan.schedule()
@@ -949,7 +1018,7 @@ def run_plan(plan: Plan, db: Path, *, echo: Echo | None = None,
     warm, why = warmup_default(plan)
     # every arm once: each compiles its own kernels at first use (a GPU campaign's first
     # NGRAM launch, after a warm-up of the baseline alone, still ran its bench cold)
-    for arm in plan.arms if warm else ():
+    for arm in plan.arms if warm and not done else ():
         name = f"{plan.name}-warmup-{arm.name}"
         say(f"logpipe: [warm-up] {name} ({why}; not judged)")
         res = launch(arm.command, LaunchOptions(
@@ -963,6 +1032,10 @@ def run_plan(plan: Plan, db: Path, *, echo: Echo | None = None,
                               exit_code=130)
     for i, (round_, arm) in enumerate(schedule, 1):
         name = plan.run_name(arm, round_)
+        if name in done:
+            say(f"logpipe: [{i}/{len(schedule)}] {name} (complete: kept)")
+            launches.append((round_, arm, done[name]))
+            continue
         say(f"logpipe: [{i}/{len(schedule)}] {name}")
         res = launch(arm.command, LaunchOptions(
             name=name, out=out / name, ready_timeout=plan.ready_timeout, bench=plan.bench,
@@ -984,8 +1057,8 @@ def run_plan(plan: Plan, db: Path, *, echo: Echo | None = None,
                        + f"; {len(schedule) - i} launch(es) not run (--keep-going runs them)")
             say(f"logpipe: {stopped}")
             break
-    result = PlanResult(plan, launches)
-    if warm:
+    result = PlanResult(plan, launches, notes=list(resumed_notes))
+    if warm and not done:
         result.notes.append(f"a warm-up launch of each arm ran before round 1 ({why}); "
                             "they are not judged")
     if stopped:

@@ -715,3 +715,31 @@ def test_a_warm_up_launch_by_default_where_caches_are_cold() -> None:
     check_plan(p)
     text = schedule_text(p)
     assert "[0] p-warmup-base (not judged" in text and "[0] p-warmup-c (not judged" in text
+
+
+def test_ab_resume_continues_a_campaign_killed_part_way(tmp_path: Path) -> None:
+    """A campaign recorded, then killed during its last launch (its manifest still says
+    starting, nothing ingested): a plain re-run refuses and says what is there; --resume
+    keeps the complete launches (ingesting them now), moves the partial one aside, runs it
+    again and judges the campaign."""
+    port = free_port()
+    p = plan(tmp_path, port, primary="decode_throughput")
+    run_plan(p, tmp_path / "never.duckdb", stop_waits=FAST_STOP, record_only=True)
+    last = p.out / "demo-baseline-r2"  # type: ignore[operator]
+    manifest = json.loads((last / "env.json").read_text())
+    manifest["launch"]["status"] = "starting"  # what a kill -9 leaves
+    (last / "env.json").write_text(json.dumps(manifest))
+    db = tmp_path / "db.duckdb"
+    with pytest.raises(InputError) as exc:
+        run_plan(p, db, stop_waits=FAST_STOP)
+    said = str(exc.value) + (exc.value.hint or "")
+    assert "demo-baseline-r2 (partial: starting, never ingested)" in said
+    assert "demo-ngram-r1 (complete, never ingested)" in said and "--resume" in said
+    result = run_plan(p, db, stop_waits=FAST_STOP, resume=True)
+    assert [res.status for _, _, res in result.launches] == ["ok"] * 4
+    assert any(n.startswith("demo-baseline-r2: a partial launch (status starting) moved "
+                            "aside to demo-baseline-r2.partial-") for n in result.notes)
+    assert sorted(n for (n,) in query(db, "SELECT name FROM runs")) == [
+        "demo-baseline-r1", "demo-baseline-r2", "demo-ngram-r1", "demo-ngram-r2"]
+    (c,) = result.comparisons
+    assert c.verdict == "regression" and result.exit_code == 1

@@ -269,3 +269,21 @@ def test_a_driver_log_tailing_two_servers_is_a_copy_of_both(tmp_path: Path) -> N
     assert Path(copy.path).name == "run.log" and copy.lines == 6
     assert sorted(Path(p).name for p in copy.of.split(", ")) == ["server-0.log",
                                                                 "server-1.log"]
+
+
+def test_two_decode_lines_between_progress_bars_are_a_console_paste_and_are_read(
+        tmp_path: Path) -> None:
+    """A console paste: tqdm bars of a bench, two of the server's decode lines between
+    them, a shell prompt.  Console output, not prose: both lines are read into a run (the
+    rule for notes took them back before)."""
+    decode = [line for line in REAL_LOG.read_text().splitlines() if "Decode batch" in line][5:7]
+    bars = [f"{p:3d}%|{'█' * (p // 10)}{' ' * (10 - p // 10)}| {p * 24 // 100}/24 "
+            f"[00:0{p // 20}<00:01, 21.3it/s]" for p in (0, 25, 50, 75, 100)]
+    text = "\n".join(["$ python -m sglang.bench_serving --num-prompts 24", *bars[:2],
+                      decode[0], bars[2], decode[1], *bars[3:], ""])
+    (tmp_path / "paste.log").write_text(text)
+    db = tmp_path / "db.duckdb"
+    assert not ingest_paths([tmp_path], db).failed
+    assert query(db, "SELECT count(*) FROM batches") == [(2,)]
+    assert query(db, "SELECT count(*) FROM runs") == [(1,)]
+    assert query(db, "SELECT count(*) FROM rejects") == [(0,)]

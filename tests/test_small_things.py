@@ -76,3 +76,33 @@ def test_a_folder_with_no_logs_is_said_and_fails(tmp_path: Path) -> None:
     empty.mkdir()
     result = runner.invoke(app, ["ingest", str(empty), "--db", str(tmp_path / "e.duckdb")])
     assert result.exit_code == 2 and "nothing ingested: no file under" in result.output
+
+
+def test_runs_named_alike_in_two_campaigns_are_named_by_their_folders(tmp_path: Path) -> None:
+    import shutil
+
+    from tests.conftest import SAMPLES, query
+
+    log = SAMPLES / "real-cpu" / "real-cpu-baseline-r1" / "server.log"
+    for campaign, other in (("campaign-a", "real-cpu-baseline-r1"),
+                            ("campaign-b", "real-cpu-baseline-r2")):
+        (tmp_path / campaign / "01-baseline").mkdir(parents=True)
+        shutil.copy(log.parent.parent / other / "server.log",
+                    tmp_path / campaign / "01-baseline" / "server.log")
+    db = tmp_path / "d.duckdb"
+    result = runner.invoke(app, ["ingest", str(tmp_path), "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    names = sorted(n for (n,) in query(db, "SELECT name FROM runs"))
+    assert names == ["01-baseline", "campaign-b/01-baseline"]
+
+
+def test_report_cells_show_a_missing_value_as_a_dash_not_null(sample_db: Path,
+                                                               tmp_path: Path) -> None:
+    out = tmp_path / "r.html"
+    result = runner.invoke(app, ["report", "--db", str(sample_db), "--no-checks", "-o",
+                                 str(out)])
+    assert result.exit_code == 0, result.output
+    page = out.read_text()
+    # a speculative run with no baseline has no speedup: its cell was "null"
+    assert "<td>eagle3-profiled</td><td>(none)</td><td>incomparable</td>" in page
+    assert "<td>null</td>" not in page

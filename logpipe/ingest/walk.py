@@ -71,11 +71,17 @@ def run_base_name(path: Path) -> str:
 
 def unique_run_name(path: Path, seq: int, taken: set[str]) -> str:
     """The name of the ``seq``-th run of ``path`` (``name``, ``name-2`` for a restart in the
-    file), with ``~k`` where ``taken`` (every name in the database) has it; taken from now."""
+    file); where ``taken`` (every name in the database) has it, qualified by the folder
+    above (``campaign-b/01-baseline``: two campaigns both have a ``01-baseline``), and only
+    then ``~k``; taken from now."""
     base = run_base_name(path)
     if seq > 0:
         base = f"{base}-{seq + 1}"
     name, k = base, 2
+    if name in taken:
+        above = [f.name for f in path.parents if f.name and f.name != run_base_name(path)]
+        if above and f"{above[0]}/{base}" not in taken:
+            name = f"{above[0]}/{base}"
     while name in taken:
         name = f"{base}~{k}"
         k += 1

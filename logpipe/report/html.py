@@ -42,7 +42,7 @@ class ReportResult:
 
 def _e(text: Any) -> str:
     if text is None:
-        return "null"
+        return "–"  # a missing value reads as one, not as JSON's null
     if not isinstance(text, str):
         text = json.dumps(text, default=str)
     return html.escape(text, quote=True)

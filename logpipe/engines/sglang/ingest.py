@@ -8,6 +8,7 @@ import functools
 import hashlib
 import json
 import platform
+import re
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -32,7 +33,7 @@ from logpipe.engines.sglang.server_args import redact, redact_text
 from logpipe.ingest.base import IN_LOG, PARSER_VERSION, FileResult, Progress
 from logpipe.ingest.changes import HEAD_HASH_BYTES, TAIL_HASH_BYTES, decide, record_log_source
 from logpipe.ingest.walk import unique_run_name
-from logpipe.readers import line_blocks, lines_at, open_binary, skip_to
+from logpipe.readers import line_blocks, lines_at, open_binary, read_head, skip_to
 from logpipe.sources import bench
 from logpipe.store import Spool, Store
 
@@ -127,10 +128,35 @@ def ingest_log(store: Store, path: Path, key: str, kind: str, head: bytes,
 
 
 QUOTED_MAX_RECORDS = 2
-"""A file with at most this many SGLang record lines ..."""
-QUOTED_PROSE_RATIO = 3
-"""... and at least this many other lines per record line is prose that quotes a server
-log (notes, a chat paste, a README), not a server's output: it makes no run."""
+"""A file with at most this many SGLang record lines, and at least as many lines of prose
+(sentences, not console output) beside them, quotes a server log (notes, a chat paste, a
+README): it makes no run.  Progress bars, tracebacks, shell prompts, blank lines and other
+programs' log lines are console, not prose: two decode lines between tqdm bars are a
+server's output, pasted, and are read."""
+PROSE_SCAN_BYTES = 4 << 20
+
+_CONSOLE = re.compile(
+    r"\d+%\||it/s\]|s/it\]|^\s*(?:Traceback |File \"|\^+\s*$|[$#>] |>>> |\.\.\. )"
+    r"|^\s*\[?\d{2,4}[-/:]\d\d|^\s*(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\b|\w+Error:")
+_RECORD = re.compile(r"(?:Decode|Prefill) batch|server_args\s*=|fired up and ready")
+_WORD = re.compile(r"[A-Za-z][A-Za-z']+")
+
+
+def _prose_lines(path: Path) -> int:
+    """Lines of natural language in the file's head (three words or more, mostly words),
+    not console output and not record lines."""
+    try:
+        text = read_head(path, PROSE_SCAN_BYTES).decode("utf-8", errors="replace")
+    except OSError:
+        return 0
+    count = 0
+    for line in text.splitlines():
+        if not line.strip() or _CONSOLE.search(line) or _RECORD.search(line):
+            continue
+        words = _WORD.findall(line)
+        if len(words) >= 3 and sum(map(len, words)) >= 0.6 * len(line.strip()):
+            count += 1
+    return count
 
 
 def _unmake_quoted_runs(store: Store, path: Path, key: str, runs: _RunBook,
@@ -141,7 +167,7 @@ def _unmake_quoted_runs(store: Store, path: Path, key: str, runs: _RunBook,
     are taken back and its record lines go to ``rejects``, saying why.  Returns the
     rejects written."""
     records = sum(res.rows.get(t, 0) for t in ("batches", "events", "http_requests"))
-    if records > QUOTED_MAX_RECORDS or noise < QUOTED_PROSE_RATIO * max(records, 1):
+    if records > QUOTED_MAX_RECORDS or _prose_lines(path) < max(records, 1):
         return 0
     lines = store.unmake_runs(list(runs.ids().values()))
     raw = {no: text.decode("utf-8", errors="replace").rstrip("\r")[:2000]
