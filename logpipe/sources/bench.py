@@ -174,7 +174,7 @@ def parse_console(text: str) -> list[tuple[int, dict[str, Any]]]:
             labels: set[str] = set()
             i += 1
             while i < len(lines) and not re.fullmatch(r"=+", lines[i].strip()):
-                m = _ROW_RE.match(lines[i].strip())
+                m = _ROW_RE.match(_plain_markup(lines[i].strip()))
                 if m:
                     label = m.group("label").strip().lower()
                     labels.add(label)
@@ -188,6 +188,15 @@ def parse_console(text: str) -> list[tuple[int, dict[str, Any]]]:
             out.append((start, normalise(record, console_tool(labels), "console")))
         i += 1
     return out
+
+
+_MARKUP_RE = re.compile(r"(\*\*|__|`)(?P<inner>[^*_`]+?)\1")
+
+
+def _plain_markup(line: str) -> str:
+    """A table row pasted into Markdown, its label or value set in **bold**, __bold__ or
+    `code`: the row as the benchmark printed it."""
+    return _MARKUP_RE.sub(lambda m: m.group("inner"), line)
 
 
 def _num(text: str) -> Any:

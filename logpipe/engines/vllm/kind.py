@@ -17,7 +17,7 @@ NAME = "vllm_server_log"
 _SNIFF_RE = re.compile(
     r"(?:INFO|WARNING|DEBUG|ERROR) +\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./-]+\.py:\d+\] "
     r"(?:.*(?:vLLM|vllm|LLM engine|KV cache|Avg prompt throughput|SpecDecoding metrics"
-    r"|non-default args|Automatically detected platform))"
+    r"|non-default args|Automatically detected platform|Speculative metrics: Draft))"
     r"|Avg prompt throughput: [\d.]+ tokens/s, Avg generation throughput"
     r"|vLLM API server version|Initializing an? (?:V1 )?LLM engine \(v",
     re.MULTILINE)
@@ -48,7 +48,8 @@ SOURCE = register(
         name=NAME,
         description="vLLM server log (vllm serve / api_server output), V0 and V1",
         sniff=sniff,
-        markers=(b"Avg prompt throughput: ", b"vLLM API server version"),
+        markers=(b"Avg prompt throughput: ", b"vLLM API server version",
+                 b"Speculative metrics: Draft acceptance rate", b"SpecDecoding metrics: "),
         samples=("eras/vllm/v0.3.1.log", "eras/vllm/v0.9.2.log", "eras/vllm/v0.33.0.log",
                  "real-vllm-cpu/real-vllm-cpu-ngram-r1/server.log",
                  "wrappers/vllm/docker-timestamps.log"),

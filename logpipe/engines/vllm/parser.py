@@ -245,8 +245,8 @@ class Parser:
             ts = datetime.fromisoformat(st.pending_ts) if st.pending_ts else None
             st.pending = None
             if not matches and text.strip():  # the rest of the wrapped line
-                self._stats(start, message + text.strip(), ts, st.pending_from, final=True,
-                            ts_raw=st.pending_raw)
+                self._stats(start, _unwrap(message, text.strip()), ts, st.pending_from,
+                            final=True, ts_raw=st.pending_raw)
                 return
             self._stats(start, message, ts, st.pending_from, final=True,
                         ts_raw=st.pending_raw)
@@ -271,7 +271,8 @@ class Parser:
             self._event(line_no, None, "ready", text.strip()[-200:], {})
             return
         if STATS_HEAD in text:  # a host program's own logging format
-            start = text.index(STATS_HEAD)
+            # the engine's own prefix (``Engine 000: ``) is part of the message
+            start = text.index(STATS_HEAD) - _engine_prefix_len(text)
             self._message(line_no, text[start:], None, None, "INFO", "")
             return
         for head in SPEC_HEADS:
@@ -507,6 +508,19 @@ class Parser:
     def _reject(self, line_no: int, run: int, reason: str, raw: str) -> None:
         self.out.rejects.append({"run_seq": run, "line_no": line_no, "reason": reason,
                                  "raw": raw[:2000]})
+
+
+def _unwrap(head: str, rest: str) -> str:
+    """A stats line a terminal wrapped, put back together.  The wrap fell inside a word
+    (``usa`` | ``ge``) or between two (``cache`` | ``usage``, the space lost): of the two
+    joins, the one whose fields read more (a device's KV usage above all) is the line."""
+    tight, spaced = head + rest, head.rstrip() + " " + rest
+
+    def fields(text: str) -> tuple[int, int]:
+        return (len(KV_USAGE.findall(text)),
+                sum(1 for pat in STATS_FIELDS.values() if pat.search(text)))
+
+    return spaced if fields(spaced) > fields(tight) else tight
 
 
 def _engine_prefix_len(message: str) -> int:
