@@ -108,6 +108,14 @@ PROSE_SUFFIXES = (".md", ".markdown", ".rst", ".html", ".htm", ".ipynb")
 PROSE_MAX_BYTES = 64 * 1024 * 1024
 
 _FENCE = re.compile(rb"^[ \t]*(```|~~~)")
+_INLINE = re.compile(rb"`([^`\n]+)`")
+_COMPLETE_RECORD = re.compile(
+    rb"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[^\]]*\] (?:Decode|Prefill) batch[.,].*"
+    rb"(?:throughput|#running-req)"
+    rb"|Avg prompt throughput: [\d.]+ tokens/s, Avg generation throughput: [\d.]+ tokens/s,"
+    rb" Running: \d+ reqs")
+"""A whole record line, stamp and values: quoted inline in a note (a footnote), it is read
+as the log line it is; a fragment of one is prose."""
 _PRE_OPEN = re.compile(rb"<pre\b[^>]*>", re.I)
 _PRE_CLOSE = re.compile(rb"</pre\s*>", re.I)
 
@@ -121,8 +129,9 @@ def is_prose(path: Path) -> bool:
 
 def code_lines(data: bytes, html: bool) -> bytes:
     """``data`` (a Markdown, reST or HTML file) with every line outside a fenced code block
-    (or ``<pre>``) blanked: line numbers are kept, and a log line quoted in prose is never
-    read as a record.  A notebook (``html`` False, no fences) keeps nothing."""
+    (or ``<pre>``) blanked, but for a whole record line set in inline code (a footnote
+    quoting one decode line): line numbers are kept, and a log line mentioned in prose is
+    never read as a record.  A notebook (``html`` False, no fences) keeps nothing."""
     out = []
     inside = False
     for line in data.split(b"\n"):
@@ -142,7 +151,12 @@ def code_lines(data: bytes, html: bool) -> bytes:
             inside = not inside
             out.append(b"")
             continue
-        out.append(line if inside else b"")
+        if inside:
+            out.append(line)
+            continue
+        whole = [m.group(1) for m in _INLINE.finditer(line)
+                 if _COMPLETE_RECORD.search(m.group(1))]
+        out.append(whole[0] if len(whole) == 1 else b"")
     return b"\n".join(out)
 
 

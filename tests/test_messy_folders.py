@@ -287,3 +287,21 @@ def test_two_decode_lines_between_progress_bars_are_a_console_paste_and_are_read
     assert query(db, "SELECT count(*) FROM batches") == [(2,)]
     assert query(db, "SELECT count(*) FROM runs") == [(1,)]
     assert query(db, "SELECT count(*) FROM rejects") == [(0,)]
+
+
+def test_a_footnote_quoting_one_whole_decode_line_is_read(tmp_path: Path) -> None:
+    """A note's footnote sets one complete decode line in inline code, another note one in a
+    fenced block: each is read (a fragment mentioned in prose is still not)."""
+    lines = [x for x in REAL_LOG.read_text().splitlines() if "Decode batch" in x]
+    line, other = lines[0], lines[40]  # (one line quoted twice is one record: a copy)
+    (tmp_path / "footnote.md").write_text(
+        "# NGRAM on the CPU\n\nIt slowed down at four requests.[^1]\n\n"
+        f"[^1]: the server printed `{line}` at that point.\n")
+    (tmp_path / "fenced.md").write_text(f"Seen today:\n\n```\n{other}\n```\n\nodd.\n")
+    (tmp_path / "mention.md").write_text("We grep for `Decode batch` lines, as in "
+                                         "`#running-req: 4`.\n")
+    db = tmp_path / "db.duckdb"
+    assert not ingest_paths([tmp_path], db).failed
+    rows = dict(query(db, "SELECT source_path, count(*) FROM batches GROUP BY 1"))
+    assert {Path(p).name: n for p, n in rows.items()} == {"footnote.md": 1, "fenced.md": 1}
+    assert query(db, "SELECT count(*) FROM rejects") == [(0,)]

@@ -33,7 +33,7 @@ from logpipe.engines.sglang.server_args import redact, redact_text
 from logpipe.ingest.base import IN_LOG, PARSER_VERSION, FileResult, Progress
 from logpipe.ingest.changes import HEAD_HASH_BYTES, TAIL_HASH_BYTES, decide, record_log_source
 from logpipe.ingest.walk import unique_run_name
-from logpipe.readers import line_blocks, lines_at, open_binary, read_head, skip_to
+from logpipe.readers import is_prose, line_blocks, lines_at, open_binary, read_head, skip_to
 from logpipe.sources import bench
 from logpipe.store import Spool, Store
 
@@ -166,6 +166,8 @@ def _unmake_quoted_runs(store: Store, path: Path, key: str, runs: _RunBook,
     is records in sequence; a line or two among prose is a quotation.  Such a file's runs
     are taken back and its record lines go to ``rejects``, saying why.  Returns the
     rejects written."""
+    if is_prose(path):
+        return 0  # a note's code blocks and whole inline records are its author's log lines
     records = sum(res.rows.get(t, 0) for t in ("batches", "events", "http_requests"))
     if records > QUOTED_MAX_RECORDS or _prose_lines(path) < max(records, 1):
         return 0
