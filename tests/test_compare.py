@@ -394,24 +394,30 @@ def test_what_no_manifest_states_is_said(tmp_path: Path) -> None:
     assert "comparable as far as known" in diff.stdout
 
 
+def _base_and_patched(root: Path, factor: float, **patched: object) -> None:
+    """Two launches of the mission's command, the second tagged build=patched (and
+    ``patched``'s manifest keys), its decode throughput ``factor`` times the first's."""
+    gen = load_generator()
+    manifest = gen.mission_manifest(False, False, "2026-05-04T08:00:00+00:00")
+    start = datetime(2026, 5, 4, 9, 0, 0)
+    _write_run(root, "base", gen.mission_log(62.9, 0.7, seed=11, start=start), manifest)
+    _write_run(root, "patched", gen.mission_log(62.9 * factor, 0.7, seed=15, start=start),
+               {**manifest, "tags": {"build": "patched"}, **patched})
+
+
 def test_a_tagged_launch_of_one_command_is_unreplicated_and_shows_its_tag(tmp_path: Path
                                                                           ) -> None:
     """Two launches of one command, the second tagged (`--tag build=patched`): 5% slower by
     its lines, but one launch each with no launch noise measured is not evidence of a
     regression: exit 4 with its size, and the tag is the treatment shown first."""
-    gen = load_generator()
-    manifest = gen.mission_manifest(False, False, "2026-05-04T08:00:00+00:00")
-    start = datetime(2026, 5, 4, 9, 0, 0)
-    _write_run(tmp_path, "base", gen.mission_log(62.9, 0.7, seed=11, start=start), manifest)
-    _write_run(tmp_path, "patched", gen.mission_log(62.9 * 0.95, 0.7, seed=15, start=start),
-               {**manifest, "tags": {"build": "patched"}})
+    _base_and_patched(tmp_path, 0.95)
     db = tmp_path / "tag.duckdb"
     assert not ingest_paths([tmp_path], db).failed
     code, out = cmp(db, "--run", "base", "--run", "patched")
     c = out["comparisons"][0]
     assert code == 4 and c["verdict"] == "unreplicated regression"
     assert c["notes"][0].startswith("unreplicated: -5.")
-    assert any(t.startswith("tag.build") and "patched" in t for t in c["treatment"]), c["treatment"]
+    assert any(t.startswith("tag.build") and "patched" in t for t in c["treatment"])
     text = runner.invoke(app, ["compare", "--run", "base", "--run", "patched", "--db",
                                str(db)]).stdout
     assert text.splitlines()[1].startswith("Treatment: ") and "tag.build" in text.splitlines()[1]
@@ -432,12 +438,7 @@ def test_the_client_decides_and_a_disagreement_is_said(tmp_path: Path) -> None:
     """The log says +1% while the client saw 0.6x: the client's output throughput decides
     by default (every launch has a benchmark of one workload), and one line says the two
     families disagree, naming the cause that applies (fewer requests completed)."""
-    gen = load_generator()
-    manifest = gen.mission_manifest(False, False, "2026-05-04T08:00:00+00:00")
-    start = datetime(2026, 5, 4, 9, 0, 0)
-    _write_run(tmp_path, "base", gen.mission_log(62.9, 0.7, seed=11, start=start), manifest)
-    _write_run(tmp_path, "patched", gen.mission_log(62.9 * 1.01, 0.7, seed=15, start=start),
-               {**manifest, "tags": {"build": "patched"}})
+    _base_and_patched(tmp_path, 1.01)
     _bench(tmp_path / "base", 100.0)
     _bench(tmp_path / "patched", 60.0, completed=60)
     db = tmp_path / "d.duckdb"
@@ -467,13 +468,7 @@ def test_the_client_decides_and_a_disagreement_is_said(tmp_path: Path) -> None:
 
 def test_a_launch_that_profiled_during_its_bench_loses_its_client_values(tmp_path: Path
                                                                          ) -> None:
-    gen = load_generator()
-    manifest = gen.mission_manifest(False, False, "2026-05-04T08:00:00+00:00")
-    start = datetime(2026, 5, 4, 9, 0, 0)
-    _write_run(tmp_path, "base", gen.mission_log(62.9, 0.7, seed=11, start=start), manifest)
-    _write_run(tmp_path, "patched", gen.mission_log(62.9, 0.7, seed=15, start=start),
-               {**manifest, "tags": {"build": "patched"},
-                "launch": {"profile": {"steps": 5, "status": "done"}}})
+    _base_and_patched(tmp_path, 1.0, launch={"profile": {"steps": 5, "status": "done"}})
     _bench(tmp_path / "base", 100.0)
     _bench(tmp_path / "patched", 40.0)  # the profiler's stall is in the client's numbers
     db = tmp_path / "p.duckdb"

@@ -106,3 +106,23 @@ def test_report_cells_show_a_missing_value_as_a_dash_not_null(sample_db: Path,
     # a speculative run with no baseline has no speedup: its cell was "null"
     assert "<td>eagle3-profiled</td><td>(none)</td><td>incomparable</td>" in page
     assert "<td>null</td>" not in page
+
+
+def test_hundreds_of_keys_known_to_match_are_counted_not_listed(tmp_path: Path) -> None:
+    """Two real launches without their manifests: the log's server arguments are known in
+    both, hundreds of them alike.  The refusal counts them in one phrase."""
+    import shutil
+
+    from tests.conftest import SAMPLES
+
+    for name in ("real-cpu-baseline-r1", "real-cpu-baseline-r2"):
+        (tmp_path / name).mkdir()
+        shutil.copy(SAMPLES / "real-cpu" / name / "server.log", tmp_path / name / "server.log")
+    db = tmp_path / "d.duckdb"
+    assert runner.invoke(app, ["ingest", str(tmp_path), "--db", str(db)]).exit_code == 0
+    result = runner.invoke(app, ["compare", "--run", "real-cpu-baseline-r1", "--run",
+                                 "real-cpu-baseline-r2", "--db", str(db), "--format", "json"])
+    assert result.exit_code == 3
+    note = json.loads(result.stdout)["comparisons"][0]["notes"][-1]
+    assert "identity keys known to match (`logpipe env diff` lists them)" in note
+    assert "arg.tp_size" not in note and len(note) < 1500
