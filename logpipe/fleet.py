@@ -39,6 +39,7 @@ from logpipe.db import open_db
 from logpipe.env import Tiers
 from logpipe.errors import InputError
 from logpipe.ingest import EnvOptions, ingest_files, walk
+from logpipe.ingest.walk import free_name
 from logpipe.readers import read_head
 from logpipe.sources import HEAD_BYTES, detect
 from logpipe.store import Store
@@ -266,10 +267,7 @@ def _dedupe_run_names(lake: Path, merged: dict[str, dict[str, Any]],
                 path = Path(entry["staged"]) / rel
                 for (name,) in con.execute("SELECT name FROM read_parquet(?) ORDER BY run_seq",
                                            [str(path)]).fetchall():
-                    new, k = name, 2
-                    while new in taken:
-                        new, k = f"{name}~{k}", k + 1
-                    taken.add(new)
+                    new = free_name(Path(unit), name, taken)
                     if new != name:
                         renames[name] = new
                 if renames:

@@ -267,7 +267,7 @@ def test_fleet_ingest_equals_one_process_ingest_and_adds_nothing_again(tmp_path:
     assert len(result.duplicates) == 1 and "rack-c" in result.duplicates[0]
     assert_same_tables(single, out)
     names = sorted(n for (n,) in open_db(out).all("SELECT name FROM runs"))
-    assert "node0~2" in names and len(set(names)) == len(names)
+    assert "rack-b/node0" in names and len(set(names)) == len(names)  # named by its folder
     again = fleet.ingest_to_lake([logs], out, runner="local")
     # (the duplicate has no sources row, so its folder is read again, and dropped again)
     assert again.groups == 1 and again.groups_skipped == 5 and again.units_written == 0

@@ -71,12 +71,17 @@ def run_base_name(path: Path) -> str:
 
 def unique_run_name(path: Path, seq: int, taken: set[str]) -> str:
     """The name of the ``seq``-th run of ``path`` (``name``, ``name-2`` for a restart in the
-    file); where ``taken`` (every name in the database) has it, qualified by the folder
-    above (``campaign-b/01-baseline``: two campaigns both have a ``01-baseline``), and only
-    then ``~k``; taken from now."""
+    file), free in ``taken`` (every name in the database): :func:`free_name`."""
     base = run_base_name(path)
     if seq > 0:
         base = f"{base}-{seq + 1}"
+    return free_name(path, base, taken)
+
+
+def free_name(path: Path, base: str, taken: set[str]) -> str:
+    """``base`` where ``taken`` does not have it, else qualified by the folder above the
+    run's own (``campaign-b/01-baseline``: two campaigns both have a ``01-baseline``), and
+    only then ``~k``; taken from now.  One rule for a database and a fleet's lake."""
     name, k = base, 2
     if name in taken:
         above = [f.name for f in path.parents if f.name and f.name != run_base_name(path)]
