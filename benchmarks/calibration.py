@@ -43,7 +43,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from logpipe.compare import load_run  # noqa: E402
+from logpipe.compare import WARMUP_RUNS, load_run  # noqa: E402
 from logpipe.db import open_db  # noqa: E402
 from logpipe.ingest import ingest_paths  # noqa: E402
 from logpipe.launches import MIN_LAUNCH_LINES, Noise, judge_launches, pool_noise  # noqa: E402
@@ -63,8 +63,8 @@ def groups(db: Path) -> list[tuple[str, dict[str, list[float]]]]:
         rows = store.all(
             "SELECT c.config_key, c.workload, list(c.run_id ORDER BY c.run_id) FROM "
             "run_configs c WHERE c.env_complete AND NOT coalesce(c.profiled, false) AND "
-            "c.run_id NOT IN (SELECT run_id FROM run_env WHERE key = 'launch.profile' OR "
-            "(key = 'launch.role' AND value = 'warmup')) GROUP BY 1, 2 "
+            "c.run_id NOT IN (SELECT run_id FROM run_env WHERE key = 'launch.profile') "
+            f"AND c.run_id NOT IN ({WARMUP_RUNS}) GROUP BY 1, 2 "
             "HAVING count(*) >= 2 ORDER BY 1, 2")
         for _key, _, run_ids in rows:
             runs = [load_run(store, r) for r in run_ids]

@@ -140,6 +140,12 @@ class RunSamples:
     """A profiler window ran inside the launch's bench (``launch --profile``): its log
     lines outside the window are steady state, its client numbers include the stall."""
 
+    @property
+    def client_disturbed(self) -> bool:
+        """A profiler ran during this launch's bench: its client numbers include the
+        stall, so they are left out of verdicts (its log outside the window is kept)."""
+        return self.profile_window or self.profiled
+
     def side(self) -> Side:
         return Side(self.name, self.role, self.env, self.load, self.graphs_off)
 
@@ -361,26 +367,40 @@ def arm_refs(refs: Sequence[str]) -> list[list[str]]:
     return arms
 
 
-def noise_for(store: Store, fingerprint: str | None, model: str | None,
-              exclude: frozenset[str] = frozenset()) -> dict[int, Noise]:
-    """The measured launch noise of an environment per stratum: the ``launch_noise`` view,
-    computed over the runs of that fingerprint and model only (the view reads every
-    run's lines), the runs in ``exclude`` (those being judged) left out."""
+WARMUP_RUNS = "SELECT run_id FROM run_env WHERE key = 'launch.role' AND value = 'warmup'"
+"""The warm-up launches of ``ab`` campaigns (cold caches): never judged, never a baseline,
+never launch noise."""
+
+
+def repeat_groups(store: Store, fingerprint: str | None, model: str | None,
+                  exclude: frozenset[str] = frozenset()) -> list[list[str]]:
+    """The run ids of each group of two or more repeat launches (one configuration and
+    workload) of an environment (fingerprint and model), in one order on any storage:
+    unprofiled, no warm-up launch, and none of ``exclude`` (those being judged)."""
     if fingerprint is None:
-        return {}
+        return []
     groups: dict[tuple[str, str], list[str]] = {}
     for run_id, key, workload in store.all(
             "SELECT run_id, config_key, coalesce(workload, '') FROM run_configs "
             "WHERE env_fingerprint = ? AND model IS NOT DISTINCT FROM ? AND env_complete "
-            "AND NOT coalesce(profiled, false) AND run_id NOT IN (SELECT run_id FROM "
-            "run_env WHERE key = 'launch.role' AND value = 'warmup') ORDER BY run_id",
-            [fingerprint, model]):
+            f"AND NOT coalesce(profiled, false) AND run_id NOT IN ({WARMUP_RUNS}) "
+            "ORDER BY run_id", [fingerprint, model]):
         if run_id not in exclude:
             groups.setdefault((key, workload), []).append(run_id)
+    return [members for _, members in sorted(groups.items()) if len(members) > 1]
+
+
+def noise_for(store: Store, fingerprint: str | None, model: str | None,
+              exclude: frozenset[str] = frozenset(),
+              groups: list[list[str]] | None = None) -> dict[int, Noise]:
+    """The measured launch noise of an environment per stratum: the ``launch_noise`` view,
+    computed over the runs of that fingerprint and model only (the view reads every
+    run's lines), the runs in ``exclude`` (those being judged) left out; ``groups``: its
+    :func:`repeat_groups`, where already known."""
+    if groups is None:
+        groups = repeat_groups(store, fingerprint, model, exclude)
     by_stratum: dict[int, list[list[float]]] = {}
-    for _, members in sorted(groups.items()):  # one order on any storage: same sums
-        if len(members) < 2:
-            continue
+    for members in groups:
         values: dict[int, list[float]] = {}
         for run_id in members:
             for stratum, tps in store.all(
@@ -413,14 +433,16 @@ def environment_noise(store: Store, run: RunSamples,
     When the arms judged are replicated (``launches``: each arm of two or more), their
     own launches are left out: their rounds are pooled with the environment's noise, not
     counted twice; a launch judged alone against the noise keeps its own A/A pairs."""
-    full = EnvNoise(noise_for(store, run.fingerprint, run.model),
-                    clients.client_noise(store, run.fingerprint, run.model))
+    def measured(exclude: frozenset[str] = frozenset()) -> EnvNoise:
+        groups = repeat_groups(store, run.fingerprint, run.model, exclude)
+        return EnvNoise(noise_for(store, run.fingerprint, run.model, groups=groups),
+                        clients.client_noise(store, groups))
+
+    full = measured()
     if not (len(launches) > 1 and all(len(arm) > 1 for arm in launches)):
         return full
-    exclude = frozenset(r.run_id for arm in launches for r in arm)
-    return dataclasses.replace(full, pooled=EnvNoise(
-        noise_for(store, run.fingerprint, run.model, exclude),
-        clients.client_noise(store, run.fingerprint, run.model, exclude)))
+    return dataclasses.replace(full, pooled=measured(
+        frozenset(r.run_id for arm in launches for r in arm)))
 
 
 def compare(db: str, refs: Sequence[str], options: Options = DEFAULTS) -> list[Comparison]:
@@ -460,8 +482,8 @@ def campaign_arms(store: Store, plan: str, warmup: Warmup = NO_WARMUP
         "max(CASE WHEN e.key = 'launch.round' THEN e.value END) AS round "
         "FROM runs r JOIN run_env e USING (run_id) "
         "WHERE r.run_id IN (SELECT run_id FROM run_env WHERE key = 'launch.plan' "
-        "AND value = ?) AND r.run_id NOT IN (SELECT run_id FROM run_env WHERE "
-        "key = 'launch.role' AND value = 'warmup') GROUP BY r.run_id, r.started_at, r.run_seq "
+        f"AND value = ?) AND r.run_id NOT IN ({WARMUP_RUNS}) "
+        "GROUP BY r.run_id, r.started_at, r.run_seq "
         "ORDER BY r.started_at NULLS LAST, r.run_seq", [plan])
     if not rows:
         known = [p for (p,) in store.all(
@@ -550,8 +572,7 @@ def compare_with_baseline(db: str, ref: str, options: Options = DEFAULTS) -> Com
             "SELECT b.run_id, b.name, abs(epoch(b.started_at) - epoch(s.started_at)) AS gap "
             "FROM runs b, runs s WHERE s.run_id = ? AND b.role = 'baseline' "
             "AND b.model IS NOT DISTINCT FROM s.model AND b.run_id <> s.run_id "
-            "AND b.run_id NOT IN (SELECT run_id FROM run_env WHERE key = 'launch.role' "
-            "AND value = 'warmup') "
+            f"AND b.run_id NOT IN ({WARMUP_RUNS}) "
             "ORDER BY gap NULLS LAST, b.name", [spec.run_id])
         tried: list[tuple[Comparison, RunSamples]] = []
         for run_id, _, _ in rows:
@@ -701,8 +722,7 @@ def _shown(value: Any) -> str:
 
 def _client_values(arm: Sequence[RunSamples], column: str) -> list[float | None]:
     """One client value per launch; None for a launch whose bench ran a profiler window."""
-    return [None if (r.profile_window or r.profiled) else r.bench.values.get(column)
-            for r in arm]
+    return [None if r.client_disturbed else r.bench.values.get(column) for r in arm]
 
 
 def _client_family(ref: list[RunSamples], cand: list[RunSamples], c: Comparison,
@@ -711,8 +731,7 @@ def _client_family(ref: list[RunSamples], cand: list[RunSamples], c: Comparison,
     environment's client-side launch noise."""
     kw = {"alpha": options.alpha, "threshold": options.threshold}
     names_a, names_b = [r.name for r in ref], [r.name for r in cand]
-    windowed = [r.name for r in (*ref, *cand)
-                if (r.profile_window or r.profiled) and r.bench.records]
+    windowed = [r.name for r in (*ref, *cand) if r.client_disturbed and r.bench.records]
     if windowed:
         c.notes.append("client numbers of " + ", ".join(windowed) + " left out of the "
                        "verdicts: a profiler ran during their bench (their server-log values "
@@ -745,7 +764,7 @@ def _choose_primary(ref: list[RunSamples], cand: list[RunSamples], c: Comparison
                                        "engines: the one measure both share")
     else:
         launches = [*ref, *cand]
-        benches = [None if (r.profile_window or r.profiled) else r.bench for r in launches]
+        benches = [None if r.client_disturbed else r.bench for r in launches]
         c.primary, c.primary_reason = clients.default_primary(
             benches, [r.workload if r.bench.records else None for r in launches])
     for m in c.metrics:
@@ -852,11 +871,7 @@ def _compare_engines(ref: list[RunSamples], cand: list[RunSamples], c: Compariso
         return c
     c.verdict = m.verdict
     c.exit_code = EXIT_REGRESSION if m.verdict == "regression" else EXIT_OK
-    if c.verdict == "regression" and m.launch.method == "unreplicated":
-        c.verdict, c.exit_code = "unreplicated regression", EXIT_INSUFFICIENT
-        c.notes.insert(0, f"unreplicated: {((m.launch.ratio or 1.0) - 1) * 100:+.1f}% "
-                          f"({metric_name(m)}) from one launch each: inconclusive (exit 4). "
-                          f"{UNREPLICATED_HINT[0].upper()}{UNREPLICATED_HINT[1:]}")
+    _exit_needs_evidence(c, m)
     for x in c.metrics:
         if x.gates and x.launch is not None and x.launch.disagreeing and not x.secondary:
             c.notes.append(f"{x.name}: {x.launch.disagreeing}")
@@ -1080,14 +1095,10 @@ def _speculation(a: RunSamples, b: RunSamples, c: Comparison) -> None:
     }
     if primary is not None and primary.test.median_a and primary.test.median_b:
         ref_tps, cand_tps = primary.test.median_a, primary.test.median_b
-        launch = primary.launch
-        if launch is not None and launch.ratio is not None:
-            # the typical launch of each arm (geometric mean of launch medians)
-            va = [v for v in launch.values_a if v]
-            vb = [v for v in launch.values_b if v]
-            if va and vb:
-                ref_tps = float(np.exp(np.mean(np.log(va))))
-                cand_tps = float(np.exp(np.mean(np.log(vb))))
+        typical = primary.launch.typical() if primary.launch is not None and \
+            primary.launch.ratio is not None else None
+        if typical is not None:  # the typical launch of each arm
+            ref_tps, cand_tps = typical
         spec_tps = cand_tps if spec is b else ref_tps
         base_tps = ref_tps if spec is b else cand_tps
         block.update(stratum=primary.stratum, spec_tps=spec_tps, baseline_tps=base_tps,
@@ -1110,14 +1121,21 @@ def _verdict(c: Comparison, options: Options) -> None:
     if deciding is not None and deciding.launch is not None:
         if deciding.launch.method.endswith("environment noise"):
             c.replication += f"; {deciding.launch.pooled}"
-    if c.verdict == "regression" and _unreplicated(c):
-        size = (f"{(deciding.launch.ratio - 1) * 100:+.1f}%" if deciding is not None
-                and deciding.launch is not None and deciding.launch.ratio else "a drop")
-        c.verdict, c.exit_code = "unreplicated regression", EXIT_INSUFFICIENT
-        c.notes.insert(0, f"unreplicated: {size} ({metric_name(deciding)}) from one launch "
-                          "each, with no launch noise measured for this environment: "
-                          "inconclusive, not a regression (exit 4). "
-                          f"{UNREPLICATED_HINT[0].upper()}{UNREPLICATED_HINT[1:]}")
+    _exit_needs_evidence(c, deciding)
+
+
+def _exit_needs_evidence(c: Comparison, deciding: Metric | None) -> None:
+    """A regression that rests only on unreplicated launch tests (one launch each, no
+    launch noise measured) is reported with its size and exits 4, not 1."""
+    if c.verdict != "regression" or not _unreplicated(c):
+        return
+    size = (f"{(deciding.launch.ratio - 1) * 100:+.1f}%" if deciding is not None
+            and deciding.launch is not None and deciding.launch.ratio else "a drop")
+    c.verdict, c.exit_code = "unreplicated regression", EXIT_INSUFFICIENT
+    c.notes.insert(0, f"unreplicated: {size} ({metric_name(deciding)}) from one launch "
+                      "each, with no launch noise measured for this environment: "
+                      "inconclusive, not a regression (exit 4). "
+                      f"{UNREPLICATED_HINT[0].upper()}{UNREPLICATED_HINT[1:]}")
 
 
 def _unreplicated(c: Comparison) -> bool:
@@ -1267,10 +1285,8 @@ def _disagreement(ref: list[RunSamples], cand: list[RunSamples], c: Comparison,
               if ns is not None and nc is not None else None)
     if not clients.disagree(rs, rc, options.threshold, spread):
         return
-    va = [v for v in client.launch.values_a if v]
-    vb = [v for v in client.launch.values_b if v]
-    seen = (f" ({float(np.exp(np.mean(np.log(va)))):.1f} → "
-            f"{float(np.exp(np.mean(np.log(vb)))):.1f} {client.unit})" if va and vb else "")
+    typical = client.launch.typical()
+    seen = (f" ({typical[0]:.1f} → {typical[1]:.1f} {client.unit})" if typical else "")
     causes = clients.disagreement_causes(ref, cand)
     c.disagreement = (
         f"server and client disagree: the server log says {(rs - 1) * 100:+.1f}% (decode "

@@ -1015,18 +1015,22 @@ def run_plan(plan: Plan, db: Path, *, echo: Echo | None = None,
     judging = {"primary": plan.primary or "",
                "allow_env_diff": ",".join(sorted(plan.allow_env_diff)),
                "treatment": ",".join(sorted(plan.declared))}
+    def run(arm: Arm, name: str, info: dict[str, Any], profile: int | None = None
+            ) -> LaunchResult:
+        return launch(arm.command, LaunchOptions(
+            name=name, out=out / name, ready_timeout=plan.ready_timeout, bench=plan.bench,
+            bench_timeout=plan.bench_timeout, db=db, env={**plan.env, **arm.env},
+            stop_waits=stop_waits, echo=echo, record_only=record_only, phases=plan.phases,
+            profile_steps=profile,
+            launch_info={"plan": plan.name, "arm": arm.name, **info, **judging}))
+
     warm, why = warmup_default(plan)
     # every arm once: each compiles its own kernels at first use (a GPU campaign's first
     # NGRAM launch, after a warm-up of the baseline alone, still ran its bench cold)
     for arm in plan.arms if warm and not done else ():
         name = f"{plan.name}-warmup-{arm.name}"
         say(f"logpipe: [warm-up] {name} ({why}; not judged)")
-        res = launch(arm.command, LaunchOptions(
-            name=name, out=out / name, ready_timeout=plan.ready_timeout, bench=plan.bench,
-            bench_timeout=plan.bench_timeout, db=db, env={**plan.env, **arm.env},
-            stop_waits=stop_waits, echo=echo, record_only=record_only, phases=plan.phases,
-            launch_info={"plan": plan.name, "arm": f"warmup-{arm.name}", "round": 0,
-                         "role": "warmup", **judging}))
+        res = run(arm, name, {"arm": f"warmup-{arm.name}", "round": 0, "role": "warmup"})
         if res.status == "interrupted":
             return PlanResult(plan, [], notes=[f"interrupted during the warm-up launch {name}"],
                               exit_code=130)
@@ -1037,15 +1041,9 @@ def run_plan(plan: Plan, db: Path, *, echo: Echo | None = None,
             launches.append((round_, arm, done[name]))
             continue
         say(f"logpipe: [{i}/{len(schedule)}] {name}")
-        res = launch(arm.command, LaunchOptions(
-            name=name, out=out / name, ready_timeout=plan.ready_timeout, bench=plan.bench,
-            bench_timeout=plan.bench_timeout, db=db, env={**plan.env, **arm.env},
-            stop_waits=stop_waits, echo=echo, record_only=record_only, phases=plan.phases,
-            profile_steps=plan.profile if sum(1 for _, a, _ in launches if a is arm) == 0
-            else None,
-            launch_info={"plan": plan.name, "arm": arm.name, "round": round_,
-                         "role": "baseline" if arm is plan.baseline else "candidate",
-                         **judging}))
+        res = run(arm, name, {"round": round_,
+                              "role": "baseline" if arm is plan.baseline else "candidate"},
+                  plan.profile if all(a is not arm for _, a, _ in launches) else None)
         launches.append((round_, arm, res))
         if res.status == "interrupted":
             break

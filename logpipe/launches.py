@@ -128,6 +128,15 @@ class LaunchTest:
     pooled: str = ""
     """How the environment's launch noise was pooled with the rounds' own (or why not)."""
 
+    def typical(self) -> tuple[float, float] | None:
+        """Each arm's typical launch: the geometric mean of its launch values (the scale
+        the verdict is taken on); None where an arm has none."""
+        va = [float(v) for v in self.values_a if v and v > 0]
+        vb = [float(v) for v in self.values_b if v and v > 0]
+        if not va or not vb:
+            return None
+        return float(np.exp(np.mean(np.log(va)))), float(np.exp(np.mean(np.log(vb))))
+
     @property
     def launches(self) -> tuple[int, int]:
         return (sum(v is not None for v in self.values_a),

@@ -91,31 +91,21 @@ def default_primary(benches: Sequence[Bench | None], workloads: Sequence[str | N
                             "benchmark the verdict may use")
 
 
-def client_noise(store: Store, fingerprint: str | None, model: str | None,
-                 exclude: frozenset[str] = frozenset()) -> dict[str, Noise]:
+def client_noise(store: Store, groups: list[list[str]]) -> dict[str, Noise]:
     """The environment's launch noise of each client metric: the pooled spread of the
-    benchmark values of repeat launches (same configuration and workload) of this
-    fingerprint and model, profiled launches (a profiler window inside the bench), warm-up
-    launches and the launches in ``exclude`` (those being judged) left out."""
-    if fingerprint is None:
+    benchmark values of each group of repeat launches (``compare.repeat_groups``), the
+    launches whose bench ran a profiler window left out."""
+    if not groups:
         return {}
-    cols = ", ".join(f"median(b.{m.column})" for m in CLIENT_METRICS)
-    rows = store.all(
-        f"SELECT c.config_key, c.workload, c.run_id, {cols} FROM run_configs c "
-        "JOIN bench_results b ON b.run_id = c.run_id AND b.duplicate_of IS NULL "
-        "WHERE c.env_fingerprint = ? AND c.model IS NOT DISTINCT FROM ? AND c.env_complete "
-        "AND c.workload IS NOT NULL AND NOT coalesce(c.profiled, false) "
-        "AND c.run_id NOT IN (SELECT run_id FROM run_env WHERE key = 'launch.profile' "
-        "OR (key = 'launch.role' AND value = 'warmup')) "
-        "GROUP BY ALL ORDER BY c.config_key, c.workload, c.run_id", [fingerprint, model])
-    groups: dict[tuple[str, str], list[tuple[Any, ...]]] = {}
-    for row in rows:
-        if row[2] not in exclude:
-            groups.setdefault((row[0], row[1]), []).append(row[3:])
+    cols = ", ".join(f"median({m.column})" for m in CLIENT_METRICS)
+    values = {row[0]: row[1:] for row in store.all(
+        f"SELECT run_id, {cols} FROM bench_results WHERE list_contains(?::VARCHAR[], "
+        "run_id) AND run_id NOT IN (SELECT run_id FROM run_env WHERE key = "
+        "'launch.profile') GROUP BY run_id", [[r for g in groups for r in g]])}
     out: dict[str, Noise] = {}
     for i, m in enumerate(CLIENT_METRICS):
-        per_group = [[float(r[i]) for r in members if r[i] is not None]
-                     for _, members in sorted(groups.items())]
+        per_group = [[float(values[r][i]) for r in members
+                      if r in values and values[r][i] is not None] for members in groups]
         noise = pool_noise(per_group)
         if noise is not None:
             out[m.column] = noise
@@ -145,9 +135,9 @@ def cold_launches(names: Sequence[str], benches: Sequence[Bench | None]) -> list
 
 def disagreement_causes(ref: Sequence[Any], cand: Sequence[Any]) -> list[str]:
     """The known causes of a server/client disagreement that apply to these launches
-    (``RunSamples`` with ``bench``, ``profile_window`` and ``name``)."""
+    (``RunSamples``: ``bench``, ``client_disturbed`` and ``name``)."""
     causes = []
-    profiled = [r.name for r in (*ref, *cand) if r.profile_window or r.profiled]
+    profiled = [r.name for r in (*ref, *cand) if r.client_disturbed]
     if profiled:
         causes.append("a profiler window inside the bench of " + ", ".join(profiled)
                       + " (its client numbers include the stall)")

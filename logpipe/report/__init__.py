@@ -9,7 +9,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 from collections.abc import Sequence
 from datetime import date, datetime
 from decimal import Decimal
@@ -289,12 +288,9 @@ def _decision_lines(c: Any) -> list[str]:
     m = deciding_metric(c)
     line = f"Deciding metric: {metric_label(c.primary)} ({c.primary_reason})"
     if m is not None and m.launch is not None and m.launch.ratio is not None:
-        va = [v for v in m.launch.values_a if v]
-        vb = [v for v in m.launch.values_b if v]
-        if va and vb:
-            ga = math.exp(sum(math.log(v) for v in va) / len(va))
-            gb = math.exp(sum(math.log(v) for v in vb) / len(vb))
-            line += f": {_num(ga)} → {_num(gb)} {m.unit}"
+        typical = m.launch.typical()
+        if typical is not None:
+            line += f": {_num(typical[0])} → {_num(typical[1])} {m.unit}"
         line += f", ratio {m.launch.ratio:.3f}"
         if m.launch.ci_low is not None:
             line += f" [{_num(m.launch.ci_low, 3)}–{_num(m.launch.ci_high, 3)}]"

@@ -82,7 +82,8 @@ DEEP_BLOCK = 4 << 20
 def deep_window(path: Any, start: int = HEAD_BYTES) -> tuple[int, str] | None:
     """Where a known kind's record marker first occurs past the head, as ``(offset of its
     line, HEAD_BYTES of text from there)``; None when none occurs within the bounded scan.
-    The window is what :func:`detect` is then shown (a log behind a long preamble)."""
+    The window is what :func:`detect` is then shown (a log behind a long preamble).  A
+    binary file (a NUL byte in its head: model weights, Parquet) is not scanned."""
     from logpipe.readers import open_binary
 
     markers = [m for s in registered() for m in s.markers]
@@ -92,8 +93,8 @@ def deep_window(path: Any, start: int = HEAD_BYTES) -> tuple[int, str] | None:
     with open_binary(path) as fh:
         seen = fh.read(start)
         offset = len(seen)
-        if len(seen) < start:
-            return None
+        if len(seen) < start or b"\0" in seen:
+            return None  # all of it was the head, or a binary file (weights, Parquet)
         carry = seen[-longest:]
         while offset < start + DEEP_SCAN_BYTES:
             block = fh.read(DEEP_BLOCK)
