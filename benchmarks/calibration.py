@@ -49,6 +49,9 @@ from logpipe.ingest import ingest_paths  # noqa: E402
 from logpipe.launches import MIN_LAUNCH_LINES, Noise, judge_launches, pool_noise  # noqa: E402
 
 ALPHA, THRESHOLD = 0.05, 0.03
+NEW_CANDIDATE = False
+"""--new-candidate: judge A/A campaigns as if the candidate's configuration had no earlier
+launches (a treatment run for the first time): what one disturbed candidate launch costs."""
 EFFECTS = (0.05, 0.10, 0.20)
 DATA = ROOT / "benchmarks" / "data"
 SAMPLES = ("real-cpu", "real-cpu-phases", "real-gpu", "real-gpu-profiled",
@@ -86,10 +89,15 @@ def judge(values: np.ndarray, rounds: int, effect: float, borrow: bool,
     a = values[pick[:rounds]]
     b = values[pick[rounds:2 * rounds]] * (1 - effect)
     rest = values[pick[2 * rounds:]]
-    noise: Noise | None = pool_noise([list(rest)]) if borrow else None
+    # the launches not drawn are the configuration's history in the environment: an A/A
+    # candidate is a launch of it too; a scaled candidate stands for a changed
+    # configuration, run here for the first time (no history of its own)
+    noise: Noise | None = pool_noise({"aa": list(rest)}) if borrow else None
     names = [f"r{i}" for i in range(rounds)]
+    candidate = "aa" if effect == 0 and not NEW_CANDIDATE else "new"
     t = judge_launches(names, list(a), names, list(b), higher_is_better=True, paired=True,
-                       noise=noise, alpha=ALPHA, threshold=THRESHOLD)
+                       noise=noise, alpha=ALPHA, threshold=THRESHOLD,
+                       configs=("aa", candidate))
     if t.method == "unreplicated":
         return "inconclusive"  # exit 4: never a regression, never an improvement
     return t.verdict
@@ -116,7 +124,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--draws", type=int, default=2000, help="campaigns drawn per row")
     ap.add_argument("--markdown", action="store_true", help="print a markdown table")
+    ap.add_argument("--new-candidate", action="store_true",
+                    help="A/A candidates have no earlier launches of their configuration")
     opts = ap.parse_args()
+    global NEW_CANDIDATE
+    NEW_CANDIDATE = opts.new_candidate
     t0 = time.perf_counter()
     rng = np.random.default_rng(20_261_203)
     header = ["recording", "family", "noise", "rounds", "A/A false positives",

@@ -41,6 +41,7 @@ from logpipe.env import EnvDiff, RunEnv, diff
 from logpipe.errors import InputError
 from logpipe.launches import (
     MIN_LAUNCH_LINES,
+    OUT_OF_FAMILY,
     UNREPLICATED,
     UNREPLICATED_HINT,
     LaunchTest,
@@ -372,13 +373,19 @@ WARMUP_RUNS = "SELECT run_id FROM run_env WHERE key = 'launch.role' AND value = 
 never launch noise."""
 
 
+def config_label(config_key: str | None, workload: str | None) -> str:
+    """One configuration run on one workload: what two repeat launches share."""
+    return f"{config_key}|{workload or ''}"
+
+
 def repeat_groups(store: Store, fingerprint: str | None, model: str | None,
-                  exclude: frozenset[str] = frozenset()) -> list[list[str]]:
+                  exclude: frozenset[str] = frozenset()) -> dict[str, list[str]]:
     """The run ids of each group of two or more repeat launches (one configuration and
-    workload) of an environment (fingerprint and model), in one order on any storage:
-    unprofiled, no warm-up launch, and none of ``exclude`` (those being judged)."""
+    workload, :func:`config_label`) of an environment (fingerprint and model), in one
+    order on any storage: unprofiled, no warm-up launch, and none of ``exclude`` (those
+    being judged)."""
     if fingerprint is None:
-        return []
+        return {}
     groups: dict[tuple[str, str], list[str]] = {}
     for run_id, key, workload in store.all(
             "SELECT run_id, config_key, coalesce(workload, '') FROM run_configs "
@@ -387,27 +394,28 @@ def repeat_groups(store: Store, fingerprint: str | None, model: str | None,
             "ORDER BY run_id", [fingerprint, model]):
         if run_id not in exclude:
             groups.setdefault((key, workload), []).append(run_id)
-    return [members for _, members in sorted(groups.items()) if len(members) > 1]
+    return {config_label(key, workload): members
+            for (key, workload), members in sorted(groups.items()) if len(members) > 1}
 
 
 def noise_for(store: Store, fingerprint: str | None, model: str | None,
               exclude: frozenset[str] = frozenset(),
-              groups: list[list[str]] | None = None) -> dict[int, Noise]:
+              groups: dict[str, list[str]] | None = None) -> dict[int, Noise]:
     """The measured launch noise of an environment per stratum: the ``launch_noise`` view,
     computed over the runs of that fingerprint and model only (the view reads every
     run's lines), the runs in ``exclude`` (those being judged) left out; ``groups``: its
     :func:`repeat_groups`, where already known."""
     if groups is None:
         groups = repeat_groups(store, fingerprint, model, exclude)
-    by_stratum: dict[int, list[list[float]]] = {}
-    for members in groups:
+    by_stratum: dict[int, dict[str, list[float]]] = {}
+    for label, members in groups.items():
         values: dict[int, list[float]] = {}
         for run_id in members:
             for stratum, tps in store.all(
                     "SELECT stratum, steady_tps FROM launch_values_of(?)", [run_id]):
                 values.setdefault(int(stratum), []).append(float(tps))
         for stratum, vals in values.items():
-            by_stratum.setdefault(stratum, []).append(vals)
+            by_stratum.setdefault(stratum, {})[label] = vals
     out = {}
     for stratum, gs in by_stratum.items():
         n = pool_noise(gs)
@@ -750,8 +758,16 @@ def _client_family(ref: list[RunSamples], cand: list[RunSamples], c: Comparison,
                                   paired=bool(paired_by),
                                   noise=(c.pooled.client if paired_by else c.client_noise).get(
                                       cm.column),
-                                  within=None, **kw)
+                                  within=None, configs=_configs(ref, cand), **kw)
         c.metrics.append(m)
+
+
+def _configs(ref: Sequence[RunSamples], cand: Sequence[RunSamples]
+             ) -> tuple[str | None, str | None]:
+    """Each arm's configuration label (its first launch's), whose earlier launches an arm
+    of one launch is checked against."""
+    return tuple(config_label(arm[0].config_key, arm[0].workload)  # type: ignore[return-value]
+                 if arm and arm[0].config_key else None for arm in (ref, cand))
 
 
 def _choose_primary(ref: list[RunSamples], cand: list[RunSamples], c: Comparison,
@@ -903,7 +919,7 @@ def _launch_level(ref: list[RunSamples], cand: list[RunSamples], c: Comparison,
         m.launch = judge_launches(names_a, va, names_b, vb,
                                   higher_is_better=m.higher_is_better,
                                   paired=bool(paired_by), noise=stratum_noise,
-                                  within=m.test, **kw)
+                                  within=m.test, configs=_configs(ref, cand), **kw)
     k_a, k_b = len(ref), len(cand)
     if paired_by:
         c.replication = (f"{k_a} rounds, paired {paired_by}: verdict on the per-round "
@@ -1166,6 +1182,9 @@ def _client_verdict(c: Comparison, options: Options) -> None:
     label = clients.metric_label(c.primary)
     if m is None or m.launch is None or m.verdict == "insufficient data":
         c.verdict, c.exit_code = "insufficient data", EXIT_INSUFFICIENT
+        if m is not None and m.launch is not None and m.launch.label == OUT_OF_FAMILY:
+            c.notes.append(f"the deciding metric, {label}, cannot decide: {m.launch.detail}")
+            return
         c.notes.append(f"the deciding metric, {label}, has no value in "
                        + ("the launches of both arms" if m is None else m.launch.detail
                           if m.launch is not None else "every launch")
@@ -1244,6 +1263,11 @@ def _server_verdict(c: Comparison, options: Options) -> None:
     if not regressions and all(m.verdict == "insufficient data" for m in decode):
         c.verdict = "insufficient data"
         c.exit_code = EXIT_INSUFFICIENT
+        strays = [m for m in decode if m.launch is not None and m.launch.label == OUT_OF_FAMILY]
+        if strays:
+            c.notes.append(f"{strays[0].name} @ {strays[0].stratum} running cannot decide: "
+                           f"{strays[0].launch.detail}")  # type: ignore[union-attr]
+            return
         c.notes.append(f"need ≥ {needed_per_run(options.alpha)} steady decode lines per run "
                        f"in a shared stratum for α = {options.alpha:g} (and ≥ "
                        f"{MIN_LAUNCH_LINES} for a launch's median to count)")

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,6 +57,12 @@ class Noise:
     pair_diffs: tuple[float, ...] = ()
     """|log difference| of every A/A pair: the empirical distribution a launch judged
     alone is held against (launch noise has heavy tails: a neighbour on the box)."""
+    history: tuple[tuple[str, tuple[float, ...]], ...] = ()
+    """The log values of each configuration's repeat launches (:func:`pool_noise` given
+    labelled groups): what a launch judged alone is checked against (:func:`out_of_family`)."""
+
+    def launches_of(self, label: str | None) -> tuple[float, ...]:
+        return next((logs for name, logs in self.history if name == label), ())
 
     def empirical_p(self, diff: float) -> float | None:
         """The share of this environment's A/A pairs that differ at least as much as
@@ -72,12 +78,18 @@ class Noise:
                 f"{self.configurations} configuration(s) of this environment")
 
 
-def pool_noise(groups: Sequence[Sequence[float]]) -> Noise | None:
+def pool_noise(groups: Sequence[Sequence[float]] | Mapping[str, Sequence[float]]
+               ) -> Noise | None:
     """The pooled spread of log values over groups of repeat launches (each group one
-    configuration, workload and stratum); None when no group has two launches, or when
-    every repeat gave exactly the same value (copies of one log, not launches: a spread
-    of zero would make any difference significant)."""
-    usable = [g for g in (_distinct_launches(g) for g in groups) if len(g) >= 2]
+    configuration, workload and stratum; labelled by configuration when a mapping, which
+    keeps each one's launches as its history); None when no group has two launches, or
+    when every repeat gave exactly the same value (copies of one log, not launches: a
+    spread of zero would make any difference significant)."""
+    labelled = (list(groups.items()) if isinstance(groups, Mapping)
+                else [("", g) for g in groups])
+    kept = [(label, g) for label, g in ((label, _distinct_launches(g)) for label, g in labelled)
+            if len(g) >= 2]
+    usable = [g for _, g in kept]
     if not usable:
         return None
     df = sum(len(g) - 1 for g in usable)
@@ -86,8 +98,11 @@ def pool_noise(groups: Sequence[Sequence[float]]) -> Noise | None:
         return None
     diffs = tuple(sorted(abs(float(x - y)) for g in usable
                          for x, y in itertools.combinations(g, 2)))
+    history = (tuple((label, tuple(float(x) for x in g)) for label, g in kept)
+               if isinstance(groups, Mapping) else ())
     return Noise(math.sqrt(ss / df), df, sum(len(g) for g in usable),
-                 sum(len(g) * (len(g) - 1) // 2 for g in usable), len(usable), diffs)
+                 sum(len(g) * (len(g) - 1) // 2 for g in usable), len(usable), diffs,
+                 history)
 
 
 def _distinct_launches(values: Sequence[float]) -> np.ndarray:
@@ -102,6 +117,34 @@ POOL_F_QUANTILE = 0.95
 """A campaign's own round-to-round variance is pooled with the environment's launch noise
 unless it is larger than the environment's at this F quantile (the campaign is then
 noisier than the environment's A/A pairs say, and is judged on its own rounds)."""
+
+
+OUT_OF_FAMILY = "out of family"
+OUT_OF_FAMILY_ALPHA = 0.01
+"""A launch judged alone is checked against the earlier launches of its own configuration
+in this environment: outside their 99% prediction interval it is out of family (a busy
+neighbour, a stall, a cold cache), and one disturbed launch cannot be told from a change.
+Measured: one launch in 14 of a quiet real recording ran at 0.35x; without this check,
+13.8% of one-launch A/A campaigns judged against the environment's noise were called
+regressions or improvements (``benchmarks/calibration.py``)."""
+
+
+def out_of_family(value: float, history: Sequence[float], noise: Noise
+                  ) -> tuple[float, float, int] | None:
+    """(low, high, n) of the prediction interval of a new launch of a configuration from
+    its ``history`` (log values of its other launches, ``value``'s own left out) and the
+    environment's pooled launch noise, when ``value`` lies outside it; None when it lies
+    inside or fewer than two other launches are known."""
+    own = round(math.log(value), 12)
+    h = np.array([x for x in history if round(x, 12) != own], dtype=float)
+    if len(h) < 2 or noise.log_sd <= 0 or noise.df < 1:
+        return None
+    half = (float(sps.t.ppf(1 - OUT_OF_FAMILY_ALPHA / 2, noise.df)) * noise.log_sd
+            * math.sqrt(1 + 1 / len(h)))
+    centre = float(h.mean())
+    if abs(math.log(value) - centre) <= half:
+        return None
+    return math.exp(centre - half), math.exp(centre + half), len(h)
 
 
 @dataclass
@@ -228,6 +271,27 @@ def _rounds_agree(t: LaunchTest, d: np.ndarray, names: Sequence[str]) -> None:
         t.verdict = "no significant change"
 
 
+def _strays(t: LaunchTest, arms: Sequence[tuple[Sequence[tuple[str, float]], str | None]],
+            noise: Noise) -> None:
+    """An arm of one launch that is out of family with its configuration's earlier
+    launches makes the verdict inconclusive, whatever it would have read."""
+    strays = []
+    for launches, label in arms:
+        if len(launches) != 1 or label is None:
+            continue
+        name, value = launches[0]
+        found = out_of_family(value, noise.launches_of(label), noise)
+        if found is not None:
+            lo, hi, n = found
+            strays.append(f"{name} ({value:.4g}) lies outside the {n} other launches of its "
+                          f"configuration here (99% prediction {lo:.4g}-{hi:.4g})")
+    if not strays:
+        return
+    t.detail = ("; ".join(strays) + ": one disturbed launch cannot be told from a change "
+                f"(it would read: {t.verdict}, ratio {t.ratio:.3f}); {UNREPLICATED_HINT}")
+    t.verdict, t.label = "insufficient data", OUT_OF_FAMILY
+
+
 def _decide(t: LaunchTest, higher_is_better: bool | None, alpha: float,
             threshold: float) -> None:
     assert t.ratio is not None and t.ci_low is not None and t.ci_high is not None
@@ -241,11 +305,14 @@ def judge_launches(names_a: Sequence[str], values_a: Sequence[float | None],
                    names_b: Sequence[str], values_b: Sequence[float | None], *,
                    higher_is_better: bool | None, paired: bool, noise: Noise | None,
                    within: Any = None, alpha: float = 0.05,
-                   threshold: float = 0.03) -> LaunchTest:
+                   threshold: float = 0.03,
+                   configs: tuple[str | None, str | None] = (None, None)) -> LaunchTest:
     """Candidate arm ``b`` against reference arm ``a``, one value per launch (None: the
     launch has no value for this metric).  ``paired``: the i-th launches of the arms are
     one round.  ``within``: the within-launch :class:`logpipe.stats.Test`, whose verdict
-    stands (labelled) when neither replication nor a measured noise can judge."""
+    stands (labelled) when neither replication nor a measured noise can judge.
+    ``configs``: each arm's configuration label, whose earlier launches in ``noise``'s
+    history an arm of one launch is checked against (:func:`out_of_family`)."""
     t = LaunchTest("insufficient data", list(names_a), list(names_b), list(values_a),
                    list(values_b))
     a = [(n, float(v)) for n, v in zip(names_a, values_a, strict=True) if v and v > 0]
@@ -310,6 +377,7 @@ def judge_launches(names_a: Sequence[str], values_a: Sequence[float | None],
         t.detail += (f"; against the {noise.describe()}"
                      + (f" (p {empirical:.2g}: the share of its A/A pairs that differ as "
                         "much)" if empirical is not None else ""))
+        _strays(t, [(a, configs[0]), (b, configs[1])], noise)
         return t
     t.method, t.label = "unreplicated", UNREPLICATED
     size = f"{(t.ratio - 1) * 100:+.1f}%"

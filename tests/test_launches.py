@@ -202,3 +202,43 @@ def test_pool_noise_is_the_pooled_sd_of_log_values() -> None:
     ss = sum(float(((g - g.mean()) ** 2).sum()) for g in logs)
     assert n.log_sd == pytest.approx(math.sqrt(ss / 3))
     assert pool_noise([[1.0], [2.0]]) is None
+
+
+# client output throughput (tok/s) of 14 launches of one configuration of the real SGLang
+# CPU engine (benchmarks/data/real-cpu-aa): the third ran while a test run loaded the box
+REAL_AA_CLIENT = [499.67, 624.97, 201.51, 604.21, 518.13, 625.69, 559.37, 484.57, 544.28,
+                  588.3, 549.34, 547.6, 573.44, 631.44]
+
+
+def test_a_disturbed_launch_judged_alone_is_out_of_family() -> None:
+    """The 0.35x launch against a quiet one of the same configuration, the environment's
+    noise from the other twelve: without the check it reads as a regression."""
+    rest = [v for i, v in enumerate(REAL_AA_CLIENT) if i not in (0, 2)]
+    noise = pool_noise({"aa": rest})
+    assert noise is not None and len(noise.launches_of("aa")) == 12
+    plain = judge_launches(["a"], [REAL_AA_CLIENT[0]], ["b"], [REAL_AA_CLIENT[2]],
+                           higher_is_better=True, paired=False, noise=noise)
+    assert plain.method == "launch noise" and plain.verdict == "regression"
+    t = judge_launches(["a"], [REAL_AA_CLIENT[0]], ["b"], [REAL_AA_CLIENT[2]],
+                       higher_is_better=True, paired=False, noise=noise,
+                       configs=("aa", "aa"))
+    assert t.verdict == "insufficient data" and t.label == "out of family"
+    assert t.detail.startswith("b (201.5) lies outside the 12 other launches")
+    assert "it would read: regression" in t.detail
+    # the quiet reference launch is in family: only the stray is named
+    assert "a (499.7)" not in t.detail
+
+
+def test_in_family_launches_and_new_configurations_are_judged_as_before() -> None:
+    """Quiet launches (the disturbed one left out of the noise, which it would swamp)."""
+    rest = [v for i, v in enumerate(REAL_AA_CLIENT) if i not in (1, 2, 4)]
+    noise = pool_noise({"aa": rest})
+    t = judge_launches(["a"], [REAL_AA_CLIENT[1]], ["b"], [REAL_AA_CLIENT[4]],
+                       higher_is_better=True, paired=False, noise=noise,
+                       configs=("aa", "aa"))
+    assert t.label is None and t.verdict == "no significant change"
+    # a candidate configuration with no earlier launch has nothing to be out of family with
+    scaled = judge_launches(["a"], [REAL_AA_CLIENT[1]], ["b"], [REAL_AA_CLIENT[1] * 0.5],
+                            higher_is_better=True, paired=False, noise=noise,
+                            configs=("aa", "new"))
+    assert scaled.label is None and scaled.verdict == "regression"

@@ -91,7 +91,7 @@ def default_primary(benches: Sequence[Bench | None], workloads: Sequence[str | N
                             "benchmark the verdict may use")
 
 
-def client_noise(store: Store, groups: list[list[str]]) -> dict[str, Noise]:
+def client_noise(store: Store, groups: dict[str, list[str]]) -> dict[str, Noise]:
     """The environment's launch noise of each client metric: the pooled spread of the
     benchmark values of each group of repeat launches (``compare.repeat_groups``), the
     launches whose bench ran a profiler window left out."""
@@ -101,11 +101,12 @@ def client_noise(store: Store, groups: list[list[str]]) -> dict[str, Noise]:
     values = {row[0]: row[1:] for row in store.all(
         f"SELECT run_id, {cols} FROM bench_results WHERE list_contains(?::VARCHAR[], "
         "run_id) AND run_id NOT IN (SELECT run_id FROM run_env WHERE key = "
-        "'launch.profile') GROUP BY run_id", [[r for g in groups for r in g]])}
+        "'launch.profile') GROUP BY run_id", [[r for g in groups.values() for r in g]])}
     out: dict[str, Noise] = {}
     for i, m in enumerate(CLIENT_METRICS):
-        per_group = [[float(values[r][i]) for r in members
-                      if r in values and values[r][i] is not None] for members in groups]
+        per_group = {label: [float(values[r][i]) for r in members
+                             if r in values and values[r][i] is not None]
+                     for label, members in groups.items()}
         noise = pool_noise(per_group)
         if noise is not None:
             out[m.column] = noise
