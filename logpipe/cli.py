@@ -59,11 +59,10 @@ def _fail(exc: LogpipeError) -> None:
 def _print_version(value: bool) -> None:
     if not value:
         return
-    from logpipe.engines.sglang import fastlane
+    from logpipe.engines import engines
+    from logpipe.sources import load
 
-    parser = ("C fast lane + polars" if fastlane.enabled() else
-              "polars only (C fast lane not built)" if not fastlane.AVAILABLE else
-              "polars only (LOGPIPE_FASTLANE=0)")
+    parser = "; ".join(load(e.about)() for e in engines() if e.about) or "polars"
     typer.echo(f"logpipe {__version__} (parser: {parser})")
     raise typer.Exit(0)
 

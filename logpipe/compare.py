@@ -36,7 +36,6 @@ from logpipe.analysis.client import SERVER_PRIMARY, Bench, bench_of
 from logpipe.analysis.step_phases import Phase, Step, load_steps, phases
 from logpipe.db import open_db
 from logpipe.engines import engine_named, engine_specific
-from logpipe.engines.sglang import era as eras
 from logpipe.env import EnvDiff, RunEnv, diff
 from logpipe.errors import InputError
 from logpipe.launches import (
@@ -51,7 +50,7 @@ from logpipe.launches import (
 )
 from logpipe.pairing import KeyJudgement, Load, Side, judge, load_of
 from logpipe.query import resolve_run
-from logpipe.releases import in_range, release
+from logpipe.sources import load
 from logpipe.stats import Test, compare_proportions, compare_samples, needed_per_run
 from logpipe.steady import DECODE_KINDS, Warmup, steady_lines
 from logpipe.store import Store
@@ -59,14 +58,6 @@ from logpipe.store import Store
 EXIT_OK, EXIT_REGRESSION, EXIT_ERROR, EXIT_INCOMPARABLE, EXIT_INSUFFICIENT = 0, 1, 2, 3, 4
 # when several candidates are compared, the reported exit code is the most severe
 SEVERITY = [EXIT_ERROR, EXIT_INCOMPARABLE, EXIT_REGRESSION, EXIT_INSUFFICIENT, EXIT_OK]
-
-# accept rate changed meaning three times under one label (reference §2.2)
-ACCEPT_RATE_DEFINITIONS: list[tuple[str, str | None, str]] = [
-    ("0.5.4", "0.5.9", "accepted / (steps + 1)"),
-    ("0.5.10", "0.5.10", "accepted / num_draft_tokens"),
-    ("0.5.11", None, "(accept_len − 1) / (num_draft_tokens − 1)"),
-]
-
 
 DIFFERENT_EXPERIMENT_KEYS = frozenset({
     "arg.model_path", "arg.served_model_name", "arg.tokenizer_path", "arg.tp_size",
@@ -152,29 +143,13 @@ class RunSamples:
 
     def accept_rate_definition(self) -> str:
         engine = engine_named(self.engine) if self.engine else None
-        if engine is not None and engine.accept_rate is not None:
+        if engine is None:
+            return "unknown (no engine)"
+        if engine.accept_rate is not None:
             return engine.accept_rate
-        return accept_rate_definition(self.engine_version, self.era_mask)
-
-
-def accept_rate_definition(version: str | None, mask: int | None) -> str:
-    """The meaning of ``accept rate`` for a run's release (exact, or from its era)."""
-    if version and release(version) is not None:
-        for first, last, text in ACCEPT_RATE_DEFINITIONS:
-            if in_range(version, first, last):
-                return text
-        return "not printed before 0.5.4"
-    if mask is None:
-        return "unknown (no version, no format era)"
-    found = []
-    for first, last, text in ACCEPT_RATE_DEFINITIONS:
-        if mask & eras.span(first, last):
-            found.append(text)
-    if mask & eras.span("0.2.15", "0.5.3"):
-        found.append("not printed before 0.5.4")
-    if len(found) == 1:
-        return found[0]
-    return "ambiguous: the format era spans " + " | ".join(found)
+        if engine.accept_rate_by_release is not None:
+            return str(load(engine.accept_rate_by_release)(self.engine_version, self.era_mask))
+        return "unknown"
 
 
 @dataclass

@@ -4,6 +4,7 @@ manifests alike, whatever the engine."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 _SECRET_WORDS = re.compile(
     r"(secret|password|passwd|credential|api_?key|private_?key|access_?key|(^|_)key($|_)|auth)",
@@ -22,3 +23,16 @@ def is_secret_key(key: str) -> bool:
     if _SECRET_WORDS.search(key):
         return True
     return "token" in key.lower() and not _TOKEN_COUNT.search(key)
+
+
+def redact(args: dict[str, Any]) -> dict[str, Any]:
+    """Replace values of secret-looking keys by ``'<redacted>'``, recursively."""
+    out: dict[str, Any] = {}
+    for key, value in args.items():
+        if is_secret_key(key) and value not in (None, "", False):
+            out[key] = "<redacted>"
+        elif isinstance(value, dict):
+            out[key] = redact(value)
+        else:
+            out[key] = value
+    return out

@@ -7,7 +7,9 @@ The samples are copied to a fixed folder first (``/tmp/logpipe-snapshot-samples`
 two checkouts at different paths store the same source paths.  Each table or view is
 written as CSV with its rows sorted; each command's stdout and exit status are written to
 ``commands/<n>.txt``.  Time-of-day values that a command prints about itself (its own
-duration) are masked.
+duration), the columns that describe the copy rather than the data (when it was ingested,
+its inode) and the last digits of floats (DuckDB sums in parallel, in no fixed order) are
+masked, so that two snapshots of one checkout are identical.
 """
 
 from __future__ import annotations
@@ -27,6 +29,17 @@ VOLATILE = [
     (re.compile(r"in [0-9.]+ ?s\b"), "in <t>s"),
     (re.compile(r"\d+(\.\d+)? ?ms per"), "<t> ms per"),
 ]
+VOLATILE_COLUMNS = {"ingested_at", "mtime", "device", "inode"}
+LONG_FLOAT = re.compile(r"-?\d+\.\d{10,}(e-?\d+)?")
+DIGITS = 10  # significant digits kept of a float: summation order moves the last ones
+
+
+def _float(text: str) -> str:
+    return f"{float(text):.{DIGITS}g}"
+
+
+def _cell(value: object) -> object:
+    return float(f"{value:.{DIGITS}g}") if isinstance(value, float) else value
 
 
 def logpipe(args: list[str], cwd: Path) -> tuple[int, str]:
@@ -38,6 +51,7 @@ def logpipe(args: list[str], cwd: Path) -> tuple[int, str]:
     text = proc.stdout
     for pat, repl in VOLATILE:
         text = pat.sub(repl, text)
+    text = LONG_FLOAT.sub(lambda m: _float(m.group(0)), text)
     return proc.returncode, text
 
 
@@ -60,7 +74,8 @@ def main() -> int:
 
     commands: list[list[str]] = [["ingest", str(FIXED), "--db", db]]
     rc, text = logpipe(commands[0], work)
-    (out / "commands" / "00-ingest.txt").write_text(f"exit {rc}\n{text}")
+    (out / "commands" / "00-ingest.txt").write_text(
+        f"exit {rc}\n{text.replace(str(out), '<snapshot>')}")
 
     con = duckdb.connect(db, read_only=True)
     names = [r[0] for r in con.execute(
@@ -73,8 +88,10 @@ def main() -> int:
                            f'SELECT * FROM "{name}"').fetchall()
         with open(out / "tables" / f"{name}.csv", "w") as fh:
             fh.write(",".join(rel.columns) + "\n")
+            masked = [i for i, c in enumerate(rel.columns) if c in VOLATILE_COLUMNS]
             for row in rows:
-                fh.write(repr(row) + "\n")
+                cells = ["<masked>" if i in masked else _cell(v) for i, v in enumerate(row)]
+                fh.write(repr(tuple(cells)) + "\n")
     runs = con.execute("SELECT name FROM runs ORDER BY name").fetchall()
     spec = con.execute(
         "SELECT name FROM runs WHERE run_id IN (SELECT run_id FROM run_summary "
@@ -102,8 +119,9 @@ def main() -> int:
     for i, cmd in enumerate(commands, start=1):
         rc, text = logpipe(cmd, work)
         label = re.sub(r"[^A-Za-z0-9_.-]+", "_", " ".join(a for a in cmd if a != db))[:90]
+        shown = " ".join(a for a in cmd).replace(str(out), "<snapshot>")
         (out / "commands" / f"{i:03d}-{label}.txt").write_text(
-            f"$ logpipe {' '.join(cmd)}\nexit {rc}\n{text}")
+            f"$ logpipe {shown}\nexit {rc}\n{text.replace(str(out), '<snapshot>')}")
     print(f"{len(names)} tables and views, {len(commands)} commands -> {out}")
     return 0
 

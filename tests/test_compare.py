@@ -12,8 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from logpipe.cli import app
-from logpipe.compare import accept_rate_definition
-from logpipe.engines.sglang.era import span
+from logpipe.engines.sglang.era import accept_rate_definition, span
 from logpipe.ingest import ingest_paths
 from logpipe.stats import compare_samples, min_p_two_sided, needed_per_run
 from tests.conftest import load_generator, query

@@ -90,3 +90,28 @@ def test_no_engine_name_outside_its_folder() -> None:
             if "'sglang'" in line or '"sglang"' in line:
                 hits.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
     assert hits == []
+
+
+def test_no_engine_is_imported_outside_its_folder() -> None:
+    """Structural: no module outside ``logpipe/engines/<name>/`` imports
+    ``logpipe.engines.<name>`` (read with ``ast``, lazy imports included).  Neutral code
+    reaches an engine through the registry (``Engine`` fields), never its modules."""
+    import ast
+
+    builtin = {p.name for p in (ROOT / "logpipe" / "engines").iterdir()
+               if p.is_dir() and (p / "__init__.py").exists()}
+    assert {"sglang", "vllm"} <= builtin
+    hits = []
+    for path in (ROOT / "logpipe").rglob("*.py"):
+        rel = path.relative_to(ROOT / "logpipe")
+        home = rel.parts[1] if rel.parts[0] == "engines" and len(rel.parts) > 2 else None
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [f"{node.module}.{a.name}" for a in node.names]
+                     if isinstance(node, ast.ImportFrom) else [])
+            for name in names:
+                parts = name.split(".")
+                if parts[:2] == ["logpipe", "engines"] and len(parts) > 2 \
+                        and parts[2] in builtin and parts[2] != home:
+                    hits.append(f"{rel}:{node.lineno}: {name}")
+    assert hits == []

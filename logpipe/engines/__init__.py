@@ -64,6 +64,13 @@ class Engine:
     """What the ``accept_rate`` of its samples means, where one definition holds for every
     release (None: it depends on the release, and compare says which)."""
 
+    accept_rate_by_release: str | None = None
+    """``module:function`` ``(version, era_mask) -> str``: what ``accept_rate`` means for
+    a run of this release or format era, where that changed between releases."""
+    about: str | None = None
+    """``module:function`` ``() -> str``: what ``logpipe --version`` says of its parser
+    (the C fast lane built or not)."""
+
     def reader(self) -> Callable[..., Any]:
         return load(self.ingest_log)  # type: ignore[no-any-return]
 

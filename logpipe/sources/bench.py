@@ -14,7 +14,7 @@ import json
 import re
 from typing import Any
 
-from logpipe.engines.sglang.server_args import redact
+from logpipe.redaction import redact
 from logpipe.sources import Source, register
 from logpipe.sources.records import first_json_object, json_objects
 

@@ -22,4 +22,7 @@ ENGINE = Engine(
     name_words=frozenset({"sglang"}),
     ready_line="The server is fired up and ready to roll",
     default_port=30000,
+    diagnose="logpipe.engines.sglang.doctor:diagnose",
+    accept_rate_by_release="logpipe.engines.sglang.era:accept_rate_definition",
+    about="logpipe.engines.sglang.fastlane:about",
 )

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from logpipe.releases import in_range, release
+
 RELEASES: tuple[str, ...] = (
     ("0.2.15",)
     + tuple(f"0.3.{i}" for i in range(0, 7))
@@ -120,3 +122,31 @@ def mask_from_flags(flags: dict[str, bool], start: int = ALL) -> int:
         if flags.get(name):
             mask &= releases
     return mask
+
+
+# accept rate changed meaning three times under one label (reference §2.2)
+ACCEPT_RATE_DEFINITIONS: list[tuple[str, str | None, str]] = [
+    ("0.5.4", "0.5.9", "accepted / (steps + 1)"),
+    ("0.5.10", "0.5.10", "accepted / num_draft_tokens"),
+    ("0.5.11", None, "(accept_len − 1) / (num_draft_tokens − 1)"),
+]
+
+
+def accept_rate_definition(version: str | None, mask: int | None) -> str:
+    """The meaning of ``accept rate`` for a run's release (exact, or from its era)."""
+    if version and release(version) is not None:
+        for first, last, text in ACCEPT_RATE_DEFINITIONS:
+            if in_range(version, first, last):
+                return text
+        return "not printed before 0.5.4"
+    if mask is None:
+        return "unknown (no version, no format era)"
+    found = []
+    for first, last, text in ACCEPT_RATE_DEFINITIONS:
+        if mask & span(first, last):
+            found.append(text)
+    if mask & span("0.2.15", "0.5.3"):
+        found.append("not printed before 0.5.4")
+    if len(found) == 1:
+        return found[0]
+    return "ambiguous: the format era spans " + " | ".join(found)

@@ -225,3 +225,11 @@ def representatives(frame: pl.DataFrame, data: bytes | bytearray, bkind: bool) -
         pl.col("rank_tag").alias("ranks"),
         (pl.col("kind") if bkind else pl.lit(None, pl.String)).alias("bkind"),
     )
+
+
+def about() -> str:
+    """The parser ``logpipe --version`` names: the C fast lane with polars, or polars
+    alone and why."""
+    return ("C fast lane + polars" if enabled() else
+            "polars only (C fast lane not built)" if not AVAILABLE else
+            "polars only (LOGPIPE_FASTLANE=0)")

@@ -12,7 +12,7 @@ import ast
 import re
 from typing import Any
 
-from logpipe.redaction import is_secret_key
+from logpipe.redaction import is_secret_key, redact  # noqa: F401  (re-exported)
 
 SERVER_ARGS_RE = re.compile(r"server_args\s*=\s*(?P<body>(?:ServerArgs\(|\{).*)$")
 
@@ -53,19 +53,6 @@ def parse_server_args(text: str) -> dict[str, Any] | None:
                 out[k.value] = _literal(v, body)
         return out
     return None
-
-
-def redact(args: dict[str, Any]) -> dict[str, Any]:
-    """Replace values of secret-looking keys by ``'<redacted>'``, recursively."""
-    out: dict[str, Any] = {}
-    for key, value in args.items():
-        if is_secret_key(key) and value not in (None, "", False):
-            out[key] = "<redacted>"
-        elif isinstance(value, dict):
-            out[key] = redact(value)
-        else:
-            out[key] = value
-    return out
 
 
 def redact_text(raw: str, args: dict[str, Any]) -> str:
