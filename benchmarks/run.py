@@ -217,9 +217,9 @@ def sglang_parser(workdir: Path) -> Path | None:
 FLOOR_PARTS = """
 import sys
 import duckdb
-from logpipe.store import STORED_TABLES, stored
+from logpipe.store import stored, stored_tables
 con = duckdb.connect(sys.argv[1], read_only=True)
-for table in STORED_TABLES:
+for table in stored_tables():
     con.execute(f"COPY (SELECT * FROM {stored(table)}) TO '{sys.argv[2]}/{table}-0.parquet' "
                 "(FORMAT parquet, COMPRESSION lz4)")
 """

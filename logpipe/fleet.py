@@ -245,7 +245,7 @@ def _dedupe_run_names(lake: Path, merged: dict[str, dict[str, Any]],
                       done: dict[str, dict[str, Any]]) -> None:
     """Run names stay unique across tasks, as in one database: a name another file's run
     already has in the lake, or that an earlier folder of this ingest took, becomes
-    ``name~2``, ``name~3`` ... (the rule of :class:`~logpipe.engines.sglang.ingest._RunBook`).
+    ``name~2``, ``name~3`` ... (the rule of :class:`~logpipe.ingest.logfile.RunBook`).
     The staged ``runs`` files are rewritten with the new names."""
     import duckdb
 

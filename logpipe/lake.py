@@ -50,8 +50,8 @@ from logpipe._version import __version__
 from logpipe.errors import InputError
 from logpipe.store import (
     ALL_ROWS_VIEWS,
-    DATA_TABLES,
     Store,
+    data_tables,
     lock_wait_s,
     migrations,
     one_row_view_sql,
@@ -65,16 +65,17 @@ LAKE_FORMAT = 1
 """Version of this layout (the files above); the table contract has its own version."""
 
 TRACE_TABLES = ("trace_kernels", "trace_annotations", "trace_ops")
-TABLES = ("sources", "runs", "run_env", *DATA_TABLES, *ALL_ROWS_VIEWS.values())
-"""The lake's tables: a table of the database under its public view's rows (``bench_results``
+def tables() -> tuple[str, ...]:
+    """The lake's tables: a table of the database under its public view's rows (``bench_results``
 without the console summaries that repeat a JSONL record: what a Spark or pyarrow reader
 of ``table=bench_results`` counts is what ``logpipe sql`` counts), and each such table's
 every row beside it (``bench_results_all``, with ``duplicate_of``)."""
-PARTITIONS: dict[str, tuple[str, ...]] = {
-    "sources": (),
-    "runs": ("engine",),
-    **{t: ("engine", "run_id") for t in ("run_env", *DATA_TABLES, *ALL_ROWS_VIEWS.values())},
-}
+    return ("sources", "runs", "run_env", *data_tables(), *ALL_ROWS_VIEWS.values())
+
+
+def partitions(table: str) -> tuple[str, ...]:
+    """The partition columns of a lake table."""
+    return {"sources": (), "runs": ("engine",)}.get(table, ("engine", "run_id"))
 LOCAL_COLUMNS = {"sources": ("source_id",)}
 """Columns of one database that the lake leaves out."""
 
@@ -126,7 +127,7 @@ class ExportResult:
 def table_columns(store: Store) -> dict[str, list[tuple[str, str]]]:
     """The lake's columns of every table: the public ones, less the local ones."""
     return {t: [(c, ty) for c, ty in store.columns(t) if c not in LOCAL_COLUMNS.get(t, ())]
-            for t in TABLES}
+            for t in tables()}
 
 
 def read_manifest(lake: Path) -> dict[str, Any]:
@@ -163,10 +164,10 @@ def stage_units(store: Store, staging: Path, tables_done: dict[str, dict[str, An
     columns = table_columns(store)
     out: dict[str, dict[str, Any]] = {}
     written = 0
-    for table in TABLES:
+    for table in tables():
         cols = [c for c, _ in columns[table]]
         query = _unit_query(table, cols)
-        parts = PARTITIONS[table]
+        parts = partitions(table)
         data_cols = [c for c in cols if c not in parts]
         hashed = ", ".join([*cols, *(p for p in parts if p not in cols)])
         fingerprints = store.all(
@@ -219,8 +220,8 @@ def commit(lake: Path, staged: dict[str, dict[str, Any]], contract: dict[str, An
     lake holds several databases) unless ``replace_all``."""
     result = ExportResult(str(lake))
     old = read_manifest(lake)
-    tables: dict[str, dict[str, Any]] = {}
-    for table in TABLES:
+    units: dict[str, dict[str, Any]] = {}
+    for table in tables():
         before = old["tables"].get(table, {})
         if replaced is not None:
             now: dict[str, Any] = {u: e for u, e in before.items() if u not in replaced}
@@ -251,13 +252,13 @@ def commit(lake: Path, staged: dict[str, dict[str, Any]], contract: dict[str, An
             result.files_written += len(final)
         result.units_dropped += len(set(before) - set(now))
         result.rows[table] = sum(int(e["rows"]) for e in now.values())
-        tables[table] = now
+        units[table] = now
     _write_atomic(lake / SCHEMA_FILE, json.dumps(contract, indent=1, sort_keys=True))
     _write_atomic(lake / MANIFEST_FILE, json.dumps({
         "format": LAKE_FORMAT, "contract_version": contract["contract_version"],
         "exported_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "logpipe": __version__, "tables": tables}, indent=1, sort_keys=True))
-    named = {lake / f for entries in tables.values() for e in entries.values()
+        "logpipe": __version__, "tables": units}, indent=1, sort_keys=True))
+    named = {lake / f for entries in units.values() for e in entries.values()
              for f in e["files"]}
     for path in lake.glob("table=*/**/*.parquet"):
         if path not in named:
@@ -276,7 +277,7 @@ def contract_of(store: Store) -> dict[str, Any]:
         "contract_version": max(v for v, _, _ in migrations()),
         "logpipe": __version__,
         "tables": {t: {"columns": [[c, ty] for c, ty in cols],
-                       "partition_by": list(PARTITIONS[t])}
+                       "partition_by": list(partitions(t))}
                    for t, cols in table_columns(store).items()},
     }
 
@@ -375,7 +376,7 @@ def open_lake_views(con: duckdb.DuckDBPyConnection, lake: str | Path) -> None:
     if contract.get("contract_version") != manifest.get("contract_version"):
         raise InputError("the lake's schema and manifest disagree", path=lake,
                          hint="export it again: logpipe export DIR")
-    for table in TABLES:
+    for table in tables():
         spec = contract["tables"].get(table)
         if spec is None:
             continue

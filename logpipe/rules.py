@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from functools import lru_cache
 
-from logpipe.store import schemas_dir
+from logpipe.store import schemas_dir, views_sql
 
 RULES_VERSION = 3
 """Raise when compare, pairing, stats or steady-state code changes a verdict or a
@@ -23,8 +23,10 @@ gate, graph-less runs have a steady state; 3: verdicts on one value per launch).
 @lru_cache(maxsize=1)
 def rules_key() -> str:
     h = hashlib.sha256(f"rules {RULES_VERSION}".encode())
-    for name in ("views.sql", "tiers.toml"):
-        path = schemas_dir() / name
-        if path.exists():
-            h.update(path.read_bytes())
+    views = views_sql()  # with the engines' fragments of the samples view
+    if views is not None:
+        h.update(views.encode())
+    path = schemas_dir() / "tiers.toml"
+    if path.exists():
+        h.update(path.read_bytes())
     return h.hexdigest()[:16]

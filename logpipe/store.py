@@ -47,14 +47,25 @@ if TYPE_CHECKING:  # polars is imported where frames are written: an ingest of u
     from logpipe.env import RunEnv
 
 DEFAULT_DB = "logpipe.duckdb"
-DATA_TABLES = ("batches", "events", "http_requests", "rejects", "bench_results",
-               "phase_timings", "request_metrics", "traces", "trace_kernels",
-               "trace_annotations", "trace_ops", "line_prefixes", "vllm_stats",
-               "vllm_spec_metrics")
+CORE_TABLES = ("events", "http_requests", "rejects", "bench_results", "phase_timings",
+               "request_metrics", "traces", "trace_kernels", "trace_annotations", "trace_ops")
+"""The stored tables every engine shares; each engine adds its own (``Engine.tables``)."""
+UNMADE_LINE_TABLES = ("batches", "events", "http_requests")
+"""The record lines of a run taken back (:meth:`Store.unmake_runs`) are its rows here."""
 INTERNAL = "logpipe_internal"
 """Schema of the stored tables, caches and bookkeeping (migration 0017)."""
-STORED_TABLES = ("runs", *DATA_TABLES)
-"""Tables stored with ``source_id``, shown in ``main`` as views with ``source_path``."""
+
+
+def data_tables() -> tuple[str, ...]:
+    """The tables of rows read from files: the core's, then each engine's."""
+    from logpipe.engines import engines
+
+    return (*CORE_TABLES, *(t for e in engines() for t in e.tables))
+
+
+def stored_tables() -> tuple[str, ...]:
+    """Tables stored with ``source_id``, shown in ``main`` as views with ``source_path``."""
+    return ("runs", *data_tables())
 LABEL_SUFFIX = "_code"
 """A stored column ``<name>_code`` holds the ``label_id`` of ``<name>``'s text in
 ``logpipe_internal.labels`` (a text that repeats on nearly every row, stored once)."""
@@ -122,6 +133,43 @@ def migrations() -> list[tuple[int, str, str]]:
     for path in sorted(folder.glob("*.sql")):
         version = int(path.name.split("_", 1)[0])
         out.append((version, path.stem, path.read_text()))
+    return out
+
+
+SAMPLE_COLUMNS = ("run_id", "source_path", "line_no", "ts", "kind", "rank_tag", "running_req",
+                  "running_now", "queue_req", "gen_throughput", "input_throughput",
+                  "accept_len", "accept_rate", "token_usage", "cuda_graph")
+"""The columns of ``run_samples(rid)``, in order: each engine's fragment gives them."""
+ENGINE_SAMPLES = "-- @engine_samples"
+"""Where ``views.sql`` takes the engines' fragments of ``run_samples``."""
+
+
+def views_sql() -> str | None:
+    """``views.sql`` with every engine's fragment of the samples view in place (None
+    where the package has no views)."""
+    from logpipe.engines import engines, resource
+
+    views = schemas_dir() / "views.sql"
+    if not views.exists():
+        return None
+    cols = ", ".join(SAMPLE_COLUMNS)
+    parts = [f"SELECT {cols} FROM (\n{resource(e.samples_sql).read_text().strip()}\n)"
+             for e in engines() if e.samples_sql]
+    return views.read_text().replace(ENGINE_SAMPLES, "\nUNION ALL\n".join(parts))
+
+
+def engine_migrations() -> list[tuple[str, int, str, str]]:
+    """``(engine, version, name, sql)`` for every engine's own migrations, applied after
+    the core's in the order of the engines and of their numbers."""
+    from logpipe.engines import engines, resource
+
+    out = []
+    for engine in engines():
+        if engine.migrations is None:
+            continue
+        for path in sorted(resource(engine.migrations).glob("*.sql")):
+            out.append((engine.name, int(path.name.split("_", 1)[0]), path.stem,
+                        path.read_text()))
     return out
 
 
@@ -270,12 +318,22 @@ class Store:
                 con.execute(f"INSERT INTO {self._bookkeeping('schema_migrations')} "
                             "VALUES (?, ?, now())", [version, name])
             applied.append(version)
-        views = schemas_dir() / "views.sql"
-        if views.exists():
-            text = views.read_text()
+        engine_pending = self._engine_pending()
+        if engine_pending and not pending:
+            self._drop_views()
+        for engine, version, name, sql in engine_pending:
+            with self.transaction():
+                con.execute(sql)
+                con.execute(f"INSERT INTO {INTERNAL}.engine_migrations "
+                            "VALUES (?, ?, ?, now())", [engine, version, name])
+        text = views_sql()
+        if engine_pending:
+            self._column_types.clear()
+        if text is not None:
             where = self._bookkeeping("schema_views")
             have = con.execute(f"SELECT max(sha256) FROM {where}").fetchone()
-            if not applied and have is not None and have[0] == _views_key(text):
+            if not applied and not engine_pending and have is not None \
+                    and have[0] == _views_key(text):
                 return applied  # the views are those of this views.sql already
             with self.transaction():
                 self._create_data_views()
@@ -283,6 +341,14 @@ class Store:
                 con.execute(f"DELETE FROM {where}")
                 con.execute(f"INSERT INTO {where} VALUES (?)", [_views_key(text)])
         return applied
+
+    def _engine_pending(self) -> list[tuple[str, int, str, str]]:
+        """The engines' migrations not applied yet (none before migration 0023)."""
+        if self.one("SELECT 1 FROM duckdb_tables() WHERE schema_name = ? AND table_name = "
+                    "'engine_migrations'", [INTERNAL]) is None:
+            return []
+        done = set(self.all(f"SELECT engine, version FROM {INTERNAL}.engine_migrations"))
+        return [m for m in engine_migrations() if (m[0], m[1]) not in done]
 
     def _drop_views(self) -> None:
         for (name,) in self.all("SELECT view_name FROM duckdb_views() WHERE NOT internal "
@@ -292,21 +358,23 @@ class Store:
     def _create_data_views(self) -> None:
         if self.one("SELECT 1 FROM duckdb_schemas() WHERE schema_name = ?", [INTERNAL]) is None:
             return  # a database before migration 0017
-        for table in STORED_TABLES:
+        for table in stored_tables():
             self.con.execute(data_view_sql(table, [c for c, _ in self.columns(table, INTERNAL)]))
 
     def outdated(self) -> bool:
         """Whether migrations or views of this logpipe are missing from the database (a
         read-only open applies neither)."""
-        views = schemas_dir() / "views.sql"
         try:
             done = {r[0] for r in self.con.execute(
                 f"SELECT version FROM {self._bookkeeping('schema_migrations')}").fetchall()}
             have = self.con.execute(
                 f"SELECT max(sha256) FROM {self._bookkeeping('schema_views')}").fetchone()
+            if self._engine_pending():
+                return True
         except duckdb.Error:
             return True
-        want = _views_key(views.read_text()) if views.exists() else None
+        text = views_sql()
+        want = _views_key(text) if text is not None else None
         return any(v not in done for v, _, _ in migrations()) or \
             (have[0] if have else None) != want
 
@@ -425,7 +493,7 @@ class Store:
         import polars as pl
 
         columns = [c for c, _ in self.columns(
-            table, INTERNAL if table in STORED_TABLES else "main")]
+            table, INTERNAL if table in stored_tables() else "main")]
         if "source_path" in constants:
             constants = dict(constants)
             frame = frame.with_columns(pl.lit(self.source_id(constants.pop("source_path")),
@@ -492,7 +560,7 @@ class Store:
         if row is not None and row[0] is not None:
             self.con.execute(f"DELETE FROM run_env WHERE run_id IN (SELECT run_id FROM "
                              f"{stored('runs')} WHERE source_id = ?)", [row[0]])
-            for table in STORED_TABLES:
+            for table in stored_tables():
                 self.con.execute(f"DELETE FROM {stored(table)} WHERE source_id = ?", [row[0]])
         self.con.execute("DELETE FROM sources WHERE path = ?", [path])
 
@@ -502,12 +570,10 @@ class Store:
         record lines they held (batches, events, HTTP lines), for ``rejects``."""
         if not run_ids:
             return []
-        lines = [int(n) for (n,) in self.con.execute(
-            f"SELECT line_no FROM {stored('batches')} WHERE run_id IN (SELECT unnest(?)) "
-            f"UNION SELECT line_no FROM {stored('events')} WHERE run_id IN (SELECT unnest(?)) "
-            f"UNION SELECT line_no FROM {stored('http_requests')} "
-            "WHERE run_id IN (SELECT unnest(?)) ORDER BY 1",
-            [run_ids, run_ids, run_ids]).fetchall()]
+        lines = [int(n) for (n,) in self.con.execute(" UNION ".join(
+            f"SELECT line_no FROM {stored(t)} WHERE run_id IN (SELECT unnest(?))"
+            for t in UNMADE_LINE_TABLES) + " ORDER BY 1",
+            [run_ids] * len(UNMADE_LINE_TABLES)).fetchall()]
         for table in ("batches", "events", "http_requests", "line_prefixes"):
             self.con.execute(f"DELETE FROM {stored(table)} WHERE run_id IN (SELECT unnest(?))",
                              [run_ids])
@@ -618,7 +684,7 @@ class Store:
             [values[c] for c in cols] + [run_id] + [values[c] for c in cols])
 
     def widen_run(self, run_id: str, first_ts: Any, last_ts: Any, format_era: str | None,
-                  era_mask: int) -> None:
+                  era_mask: int | None) -> None:
         """More lines of a known launch: its time span grows, its era narrows."""
         self.con.execute(
             f"UPDATE {stored('runs')} SET started_at = least(coalesce(started_at, ?), ?), "
@@ -752,7 +818,7 @@ class Spool:
             return []
         names = {n for (n,) in self.store.all(
             "SELECT name FROM parquet_schema(?)", [files])}
-        schema = INTERNAL if table in STORED_TABLES else "main"
+        schema = INTERNAL if table in stored_tables() else "main"
         return [c for c, _ in self.store.columns(table, schema) if c in names]
 
     def load(self, tables: list[str] | None = None) -> None:

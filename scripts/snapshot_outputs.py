@@ -29,9 +29,10 @@ VOLATILE = [
     (re.compile(r"in [0-9.]+ ?s\b"), "in <t>s"),
     (re.compile(r"\d+(\.\d+)? ?ms per"), "<t> ms per"),
 ]
-VOLATILE_COLUMNS = {"ingested_at", "mtime", "device", "inode"}
+VOLATILE_COLUMNS = {"ingested_at", "mtime", "device", "inode", "env_key"}
+"""When a copy was made and read, where it lies, and its manifests' mtimes (env_key)."""
 LONG_FLOAT = re.compile(r"-?\d+\.\d{10,}(e-?\d+)?")
-DIGITS = 10  # significant digits kept of a float: summation order moves the last ones
+DIGITS = 8  # significant digits kept of a float: summation order moves the last ones
 
 
 def _float(text: str) -> str:

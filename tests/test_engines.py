@@ -41,26 +41,48 @@ def test_the_builtin_engine_is_sglang_and_owns_its_log_kind() -> None:
     assert "SGLANG_" in engines.env_prefixes() and "sglang" in engines.packages()
 
 
-def test_a_toy_engine_from_an_entry_point_is_ingested(toy_installed: None,
-                                                      tmp_path: Path) -> None:
+def _toy_log(path: Path, tps: float, lines: int = 40) -> None:
+    out = ["2026-12-02T10:00:00 TOY ready model=/models/toy"]
+    for i in range(lines):
+        out.append(f"2026-12-02T10:00:{i + 1:02d} TOY stats kind=decode running=4 "
+                   f"waiting=0 gen_tps={tps + (i % 5) * 0.5}")
+    path.write_text("\n".join(out) + "\na line the toy does not print\n")
+
+
+def test_a_toy_engine_from_an_entry_point_brings_its_table_and_is_compared(
+        toy_installed: None, tmp_path: Path) -> None:
+    from logpipe.compare import Options, compare
+
     assert [e.name for e in engines.engines()] == ["sglang", "vllm", "toy"]
     logs = tmp_path / "logs"
     logs.mkdir()
-    (logs / "toy-run.log").write_text(
-        "2026-12-02T10:00:00 TOY ready model=/models/toy\n"
-        "2026-12-02T10:00:01 TOY stats kind=decode running=4 waiting=0 gen_tps=120.5\n"
-        "2026-12-02T10:00:02 TOY stats kind=decode running=5 waiting=1 gen_tps=131.0\n"
-        "a line the toy does not print\n")
+    _toy_log(logs / "toy-a.log", 120.0)
+    _toy_log(logs / "toy-b.log", 60.0)
     db = tmp_path / "db.duckdb"
     result = ingest_paths([logs], db)
     assert not result.failed, [f.detail for f in result.files]
-    assert [(Path(f.path).name, f.kind) for f in result.files] == [
-        ("toy-run.log", "toy_server_log")]
-    assert query(db, "SELECT name, engine FROM runs") == [("toy-run", "toy")]
+    assert sorted((Path(f.path).name, f.kind) for f in result.files) == [
+        ("toy-a.log", "toy_server_log"), ("toy-b.log", "toy_server_log")]
+    assert query(db, "SELECT name, engine FROM runs ORDER BY name") == [
+        ("toy-a", "toy"), ("toy-b", "toy")]
+    # its rows are in its own table (its migration, recorded as the toy's), none in SGLang's
+    assert query(db, "SELECT engine, version FROM logpipe_internal.engine_migrations") == [
+        ("toy", 1)]
+    assert query(db, "SELECT count(*), min(line_no) FROM toy_stats") == [(80, 2)]
+    assert query(db, "SELECT count(*) FROM batches") == [(0,)]
+    # and reach the neutral samples view through its fragment
     assert query(db, "SELECT engine, line_no, kind, running, waiting, gen_tps "
-                     "FROM server_samples ORDER BY line_no") == [
-        ("toy", 2, "decode", 4, 0, 120.5), ("toy", 3, "decode", 5, 1, 131.0)]
-    assert query(db, "SELECT line_no, reason FROM rejects") == [(4, "not a toy line")]
+                     "FROM server_samples WHERE line_no <= 3 ORDER BY source_path, line_no"
+                 ) == [("toy", 2, "decode", 4, 0, 120.0), ("toy", 3, "decode", 4, 0, 120.5),
+                       ("toy", 2, "decode", 4, 0, 60.0), ("toy", 3, "decode", 4, 0, 60.5)]
+    assert query(db, "SELECT line_no, reason FROM rejects ORDER BY 1 LIMIT 1") == [
+        (42, "not a toy line")]
+    # compare judges the toy's runs from its samples like any engine's
+    (cmp,) = compare(str(db), ["toy-a", "toy-b"], Options(allow_unknown_env=True))
+    assert cmp.metrics, cmp.notes
+    tests = [m.test for m in cmp.metrics if m.test.median_a is not None
+             and m.test.median_b is not None and m.higher_is_better]
+    assert tests and all(t.median_b < t.median_a for t in tests), cmp.metrics
     # the engine's words and variables join the neutral rules
     assert "toy" in engines.name_words() and "TOY_" in engines.env_prefixes()
 

@@ -56,7 +56,7 @@ def test_an_unchanged_reingest_imports_no_parser(sample_db: Path, tmp_path: Path
                 if line.startswith("import time:")}
     assert {"duckdb", "logpipe.ingest", "logpipe.store"} <= imported
     assert not imported & {"polars", "numpy", "pyarrow", "logpipe.engines.sglang.parser",
-                           "logpipe.engines.sglang.ingest"}
+                           "logpipe.engines.sglang.logparser", "logpipe.ingest.logfile"}
     summary = re.search(r"(\d+) file\(s\) \((\d+) unchanged, (\d+) skipped\)", out.stdout)
     assert summary is not None, out.stdout
     files, unchanged, skipped = map(int, summary.groups())
@@ -231,7 +231,7 @@ def test_failure_mid_file_leaves_database_as_it_was(tmp_path: Path, db: Path,
         return original(self, table, frame, **kw)
 
     monkeypatch.setattr(Spool, "add", failing)
-    from logpipe.engines.sglang import ingest as ingest_mod
+    from logpipe.ingest import logfile as ingest_mod
 
     monkeypatch.setattr(ingest_mod, "line_blocks",
                         lambda fh, _size=0: readers.line_blocks(fh, block_bytes=4096))
@@ -245,7 +245,7 @@ def test_failure_mid_file_leaves_database_as_it_was(tmp_path: Path, db: Path,
 
 def test_chunked_parse_equals_whole_parse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                                           ) -> None:
-    from logpipe.engines.sglang import ingest as ingest_mod
+    from logpipe.ingest import logfile as ingest_mod
 
     whole = tmp_path / "whole.duckdb"
     ingest_paths([SAMPLES / "eras"], whole)

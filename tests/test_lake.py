@@ -31,7 +31,7 @@ def rows_of(store: Store, table: str, skip: tuple[str, ...] = ("ingested_at",)
     return sorted(repr(r) for r in store.all(f"SELECT {select} FROM {table}"))
 
 
-def assert_same_tables(a: Path, b: Path, tables: tuple[str, ...] = lake.TABLES,
+def assert_same_tables(a: Path, b: Path, tables: tuple[str, ...] = lake.tables(),
                        skip: tuple[str, ...] = ("ingested_at",)) -> None:
     with open_db(a, read_only=True) as one, open_db(b, read_only=True) as other:
         for table in tables:
@@ -54,7 +54,7 @@ def exported(sample_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_lake_holds_every_public_table_row_for_row(sample_db: Path, exported: Path
                                                        ) -> None:
     assert_same_tables(sample_db, exported,
-                       (*lake.TABLES, "run_summary", "run_pairs", "spec_pairing"))
+                       (*lake.tables(), "run_summary", "run_pairs", "spec_pairing"))
     schema = json.loads((exported / lake.SCHEMA_FILE).read_text())
     assert schema["contract_version"] == json.loads(
         (exported / lake.MANIFEST_FILE).read_text())["contract_version"]
@@ -118,10 +118,10 @@ def test_pyarrow_and_chdb_read_the_same_counts(sample_db: Path, tmp_path: Path) 
     with open_db(sample_db, read_only=True) as store:
         # each lake table holds what the database's view of that name holds
         # (bench_results: one row per benchmark; bench_results_all: its console copies too)
-        want = {t: store.one(f"SELECT count(*) FROM {t}")[0] for t in lake.TABLES}
+        want = {t: store.one(f"SELECT count(*) FROM {t}")[0] for t in lake.tables()}
         columns = lake.table_columns(store)
     manifest = json.loads((exported / lake.MANIFEST_FILE).read_text())
-    for table in lake.TABLES:
+    for table in lake.tables():
         files = [str(exported / f) for e in manifest["tables"][table].values()
                  for f in e["files"]]
         if not files:

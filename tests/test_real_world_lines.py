@@ -190,7 +190,7 @@ def test_a_summary_among_many_fast_blocks_is_found_once(tmp_path: Path, block_by
                                                         ) -> None:
     """Summaries are looked for among the slow lane's lines only: one printed between
     many blocks of plain batch lines, cut by a block boundary or not, is still found."""
-    import logpipe.engines.sglang.ingest as logfile
+    import logpipe.engines.sglang.logparser as logfile
 
     monkeypatch.setattr(logfile, "PARSE_BLOCK_BYTES", block_bytes)
     server = "\n".join(PLAIN) + "\n"

@@ -13,7 +13,7 @@ import duckdb
 import pytest
 
 from logpipe.ingest import ingest_paths
-from logpipe.store import DATA_TABLES, FEW_LABELS, INTERNAL, Store, migrations
+from logpipe.store import FEW_LABELS, INTERNAL, Store, data_tables, migrations
 from tests.conftest import ROOT, SAMPLES, query
 
 STEADY = SAMPLES / "eras" / "v0.5.23.log"
@@ -32,7 +32,7 @@ def test_show_tables_is_the_documented_contract(db: Path) -> None:
     assert base == {"sources", "run_env"}
     internal = {name for (name,) in query(
         db, "SELECT table_name FROM duckdb_tables() WHERE schema_name = ?", [INTERNAL])}
-    assert {"runs", *DATA_TABLES, "run_summary_cache", "pair_verdict_cache",
+    assert {"runs", *data_tables(), "run_summary_cache", "pair_verdict_cache",
             "run_batch_ranges_cache", "schema_migrations", "schema_views",
             "source_generations", "labels"} == internal
 

@@ -8,12 +8,12 @@ ingest cannot be faster than this plus its parse.
 import sys
 from pathlib import Path
 
-from logpipe.store import STORED_TABLES, Store, stored
+from logpipe.store import Store, stored, stored_tables
 
 parts, target = Path(sys.argv[1]), Path(sys.argv[2])
 with Store.open(target) as store, store.transaction():
     store.con.execute("SET preserve_insertion_order = false")  # as ingest loads its spool
-    for table in STORED_TABLES:
+    for table in stored_tables():
         files = sorted(str(p) for p in parts.glob(f"{table}-*.parquet"))
         if files:
             store.con.execute(f"INSERT INTO {stored(table)} SELECT * FROM read_parquet(?)",

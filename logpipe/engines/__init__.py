@@ -19,6 +19,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any
 
 from logpipe.sources import Source, load, register
@@ -35,10 +36,12 @@ class Engine:
     display: str
     log_kinds: tuple[Source, ...]
     """The input kinds that are this engine's server logs."""
-    ingest_log: str
-    """``module:function`` reading one such log into the store, inside the caller's
-    transaction: ``(store, path, key, kind, head, progress, keep_text, replace) ->
-    FileResult``.  Imported only when a log needs reading."""
+    log_parser: str
+    """``module:function`` making the parser of one such log:
+    ``(state_json | None, fallback_date, keep_text) ->`` a
+    :class:`logpipe.engines.parsing.LogParser`.  The ingest owns the file protocol and
+    the store; the parser turns blocks of lines into rows.  Imported only when a log
+    needs reading."""
     packages: tuple[str, ...] = ()
     """Python distributions whose versions identify the engine's install."""
     env_prefixes: tuple[str, ...] = ()
@@ -70,9 +73,16 @@ class Engine:
     about: str | None = None
     """``module:function`` ``() -> str``: what ``logpipe --version`` says of its parser
     (the C fast lane built or not)."""
-
-    def reader(self) -> Callable[..., Any]:
-        return load(self.ingest_log)  # type: ignore[no-any-return]
+    tables: tuple[str, ...] = ()
+    """The stored tables of its own (in ``logpipe_internal``, with ``run_id`` and
+    ``source_id``; shown in ``main`` with ``source_path``), beside the core's."""
+    migrations: str | None = None
+    """``module:folder`` of its numbered ``*.sql`` migrations, applied after the core's and
+    recorded per engine in ``logpipe_internal.engine_migrations``."""
+    samples_sql: str | None = None
+    """``module:file`` of its fragment of the neutral ``run_samples(rid)`` macro: a
+    ``SELECT`` of :data:`logpipe.store.SAMPLE_COLUMNS` from its tables, for run ``rid``
+    (NULL: every run)."""
 
 
 @functools.cache
@@ -106,12 +116,17 @@ def engine_of_command(command: list[str]) -> Engine | None:
     return next((e for e in engines() if any(w in text for w in e.launch_words)), None)
 
 
+def resource(spec: str) -> Path:
+    """The file or folder ``module:name`` names: ``name`` beside the module's source."""
+    module, _, name = spec.partition(":")
+    return Path(os.path.dirname(load(module).__file__)) / name
+
+
 def phase_hook_dir(engine: Engine) -> str | None:
     """The folder of the engine's phase hook, or None."""
     if engine.phase_hook is None:
         return None
-    module, _, folder = engine.phase_hook.partition(":")
-    return os.path.join(os.path.dirname(load(module).__file__), folder)
+    return str(resource(engine.phase_hook))
 
 
 def engine_named(name: str) -> Engine | None:

@@ -1,7 +1,7 @@
 """walk → detect → parse → store, one transaction per file.
 
 The parts: :mod:`~logpipe.ingest.walk` (which files), :mod:`~logpipe.ingest.changes`
-(what is new in each), :mod:`~logpipe.engines.sglang.ingest` (the parse loop of a server log),
+(what is new in each), :mod:`~logpipe.ingest.logfile` (the file protocol of a server log),
 :mod:`~logpipe.ingest.records` (files read whole), :mod:`~logpipe.ingest.environment`
 (environments and clocks of runs) and :mod:`~logpipe.ingest.linking` (records to runs).
 
@@ -213,8 +213,10 @@ def _ingest_one(store: Store, path: Path, key: str, root: Path, options: EnvOpti
                 if same_stat(known, path.stat()):  # not re-read: the parser is not imported
                     res = FileResult(key, "unchanged", kind=source.name)
                 else:
-                    res = engine.reader()(store, path, key, source.name, head, progress,
-                                          options.keep_request_text, options.replace)
+                    from logpipe.ingest.logfile import read_log
+
+                    res = read_log(store, path, key, source.name, head, engine, progress,
+                                   options.keep_request_text, options.replace)
                     known = store.source(key) if res.status == "unchanged" else None
                 if res.status not in ("duplicate", "changed"):
                     manifests = discover(path, root)

@@ -63,7 +63,9 @@ def sniff_jsonl(head: str) -> bool:
     return obj is not None and tool_of(obj) is not None
 
 
-BANNER_RE = re.compile(r"^=+ Serving Benchmark Result =+$", re.M)
+CONSOLE_BANNER = "Serving Benchmark Result"
+"""The banner of a benchmark's console summary (``bench_serving``, ``vllm bench serve``)."""
+BANNER_RE = re.compile(rf"^=+ {CONSOLE_BANNER} =+$", re.M)
 
 
 def sniff_console(head: str) -> bool:

@@ -92,7 +92,7 @@ def name_parts(filename: str) -> dict[str, Any]:
 def kernel_classes(path: Path | None = None) -> tuple[tuple[str, re.Pattern[str]], ...]:
     """``(class, compiled pattern)`` in order, from ``schemas/kernel_classes.toml``."""
     if path is None:
-        from logpipe.store import schemas_dir
+        from logpipe.resources import schemas_dir
 
         path = schemas_dir() / "kernel_classes.toml"
     data = tomllib.loads(path.read_text())

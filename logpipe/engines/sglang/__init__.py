@@ -1,4 +1,4 @@
-"""SGLang: its server log (every release since 0.2), read by :mod:`.ingest` with the
+"""SGLang: its server log (every release since 0.2), read by :mod:`.logparser` with the
 parser of :mod:`.parser` (batch lines, events, HTTP access lines, embedded records) and
 the C fast lane; its format eras (:mod:`.era`) and ``server_args`` (:mod:`.server_args`).
 """
@@ -14,7 +14,7 @@ ENGINE = Engine(
     name=NAME,
     display="SGLang",
     log_kinds=(SOURCE,),
-    ingest_log="logpipe.engines.sglang.ingest:ingest_log",
+    log_parser="logpipe.engines.sglang.logparser:make_parser",
     packages=("sglang", "sglang-kernel", "sgl-kernel"),
     env_prefixes=("SGLANG_", "SGL_"),
     phase_hook="logpipe.engines.sglang:phase_hook",
@@ -25,4 +25,6 @@ ENGINE = Engine(
     diagnose="logpipe.engines.sglang.doctor:diagnose",
     accept_rate_by_release="logpipe.engines.sglang.era:accept_rate_definition",
     about="logpipe.engines.sglang.fastlane:about",
+    tables=("batches", "line_prefixes"),  # made by the core's migrations 0001 and 0014
+    samples_sql="logpipe.engines.sglang:samples.sql",
 )

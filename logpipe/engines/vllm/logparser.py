@@ -1,0 +1,224 @@
+"""vLLM's server log, block by block, for the ingest's file protocol
+(:mod:`logpipe.engines.parsing`).
+
+vLLM prints a stats line per logging interval (10 s by default), so its logs are small
+beside SGLang's per-batch lines: each block streams through the line parser, and only the
+access lines, which grow with the requests, are spooled."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from logpipe.engines.parsing import Chunk, Era, RunSeen
+from logpipe.engines.vllm.parser import LogState, Parser
+from logpipe.redaction import is_secret_key
+
+SCHEMAS: dict[str, dict[str, Any]] = {
+    "vllm_stats": {
+        "run_seq": pl.Int64, "line_no": pl.Int64, "ts": pl.Datetime("us"),
+        "ts_raw": pl.String, "year_from": pl.String, "engine_index": pl.Int32,
+        "engines_aggregated": pl.Int32, "prompt_tps": pl.Float64, "gen_tps": pl.Float64,
+        "running": pl.Int64, "waiting": pl.Int64, "swapped": pl.Int64, "deferred": pl.Int64,
+        "preemptions": pl.Int64, "corrupted": pl.Int64, "kv_device": pl.String,
+        "kv_usage": pl.Float64, "cpu_kv_usage": pl.Float64, "prefix_hit_rate": pl.Float64,
+        "external_prefix_hit_rate": pl.Float64, "mm_hit_rate": pl.Float64,
+        "kv_fetch": pl.String, "engine_version": pl.String},
+    "vllm_spec_metrics": {
+        "run_seq": pl.Int64, "line_no": pl.Int64, "ts": pl.Datetime("us"),
+        "stats_line_no": pl.Int64, "engine_index": pl.Int32, "form": pl.String,
+        "cumulative": pl.Boolean, "accepted_tokens": pl.Int64, "drafted_tokens": pl.Int64,
+        "emitted_tokens": pl.Int64, "spec_tokens": pl.Int64, "acceptance_rate": pl.Float64,
+        "mean_acceptance_length": pl.Float64, "system_efficiency": pl.Float64,
+        "accepted_tps": pl.Float64, "drafted_tps": pl.Float64,
+        "per_position": pl.List(pl.Float64)},
+    "events": {"run_seq": pl.Int64, "line_no": pl.Int64, "ts": pl.Datetime("us"),
+               "kind": pl.String, "message": pl.String, "attrs": pl.String},
+    "http_requests": {"run_seq": pl.Int64, "line_no": pl.Int64, "ts": pl.Datetime("us"),
+                      "client": pl.String, "method": pl.String, "path": pl.String,
+                      "protocol": pl.String, "status": pl.Int32, "status_text": pl.String},
+    "rejects": {"run_seq": pl.Int64, "line_no": pl.Int64, "reason": pl.String,
+                "raw": pl.String},
+}
+SPOOLED = ("http_requests",)
+
+
+BLOCK_BYTES = 8 * 1024 * 1024
+"""Bytes of lines parsed between writes (memory stays flat on a long access log)."""
+
+
+class VLLMLogParser:
+    """vLLM's lines, block by block (:class:`logpipe.engines.parsing.LogParser`)."""
+
+    block_bytes = BLOCK_BYTES
+    spooled = frozenset(SPOOLED)
+    linked: frozenset[str] = frozenset()
+
+    def __init__(self, state_json: str | None, fallback_date: str,
+                 keep_text: bool = False) -> None:
+        self.state = LogState.from_json(state_json)
+        self.parser = Parser(self.state, date.fromisoformat(fallback_date))
+
+    @property
+    def lines(self) -> int:
+        return self.state.lines
+
+    def count_lines(self, block: bytes | bytearray) -> int:
+        return block.count(b"\n")
+
+    def prepare(self, block: bytes | bytearray, first_line_no: int) -> list[str]:
+        lines = block.decode("utf-8", errors="replace").split("\n")
+        lines.pop()  # a block ends with its last line's newline
+        return lines
+
+    def finish(self, prepared: list[str]) -> Chunk:
+        for text in prepared:
+            self.parser.feed(self.state.lines + 1, text)
+        return self._take()
+
+    def end(self) -> Chunk | None:
+        self.parser.finish()
+        return self._take()
+
+    def state_json(self) -> str:
+        return self.state.to_json()
+
+    def era(self, previous: Era | None, seen: RunSeen) -> Era:
+        before = previous[0] if previous is not None else None
+        # the printed version, once seen, outlasts the generation a later block's stats
+        # lines show (a block need not hold the version line)
+        if before and not _is_shape(before) and (seen.era is None or _is_shape(seen.era)):
+            return before, None
+        return seen.era or before, None
+
+    def quotation(self, path: Path, rows: Mapping[str, int], noise: int) -> str | None:
+        return None
+
+    def _take(self) -> Chunk:
+        out = self.parser.take()
+        tables: dict[str, pl.DataFrame] = {}
+        for table, rows in (("vllm_stats", out.stats), ("vllm_spec_metrics", out.spec),
+                            ("events", out.events), ("http_requests", out.http),
+                            ("rejects", out.rejects)):
+            if rows:
+                tables[table] = pl.DataFrame([{k: r.get(k) for k in SCHEMAS[table]}
+                                              for r in rows], schema=SCHEMAS[table])
+        runs = [RunSeen(seq, info["first_line"], info["first_ts"], info["last_ts"],
+                        era=_era(info), facts=_launch_facts(info))
+                for seq, info in sorted(out.runs.items())]
+        return Chunk(tables=tables, runs=runs, noise=out.noise, may_hold_console=False)
+
+
+def make_parser(state_json: str | None, fallback_date: str,
+                keep_text: bool = False) -> VLLMLogParser:
+    return VLLMLogParser(state_json, fallback_date, keep_text)
+
+
+def _is_shape(label: str) -> bool:
+    return label in ("vllm V0", "vllm V1")
+
+
+def _era(info: dict[str, Any]) -> str | None:
+    """``vllm <version>`` where the log prints it, else the engine generation its stats
+    lines show (``vllm V0`` / ``vllm V1``)."""
+    version = info.get("version")
+    if version:
+        return f"vllm {version}"
+    return f"vllm {info['shape']}" if info.get("shape") else None
+
+
+def _launch_facts(info: dict[str, Any]) -> dict[str, Any]:
+    """``runs`` columns from what the startup lines said."""
+    cfg: dict[str, Any] = info.get("config") or {}
+    args: dict[str, Any] = dict(info.get("args") or {})
+    if not cfg and not args and not info.get("version"):
+        return {}
+    out: dict[str, Any] = {}
+    if info.get("version"):
+        out["engine_version"] = str(info["version"])
+    merged = _server_args(cfg, args)
+    if merged:
+        safe = {k: ("<redacted>" if is_secret_key(k) and v not in (None, "", False) else v)
+                for k, v in merged.items()}
+        out["server_args"] = json.dumps(safe, default=str, sort_keys=True)
+        raw = info.get("args_raw") or info.get("config_raw") or ""
+        for k in merged:
+            if is_secret_key(k):
+                raw = re.sub(rf"""(['"]?{re.escape(k)}['"]?\s*[:=]\s*)"""
+                             r"""(\[[^\]]*\]|'[^']*'|"[^"]*"|[^,})]+)""",
+                             lambda m: m.group(1) + "'<redacted>'", raw)
+        out["server_args_raw"] = raw[:8000]
+    model = args.get("model") or args.get("model_tag") or cfg.get("model")
+    if model:
+        out["model"] = str(model)
+    for col, name in (("tp_size", "tensor_parallel_size"), ("pp_size", "pipeline_parallel_size"),
+                      ("dp_size", "data_parallel_size")):
+        value = merged.get(name)
+        if isinstance(value, int):
+            out[col] = value
+        elif cfg or args:  # the args or config were printed: an absent size is the default
+            out[col] = 1
+    # expert parallelism spans the TP x DP ranks when it is on (--enable-expert-parallel)
+    if cfg or args:
+        out["ep_size"] = out["tp_size"] * out["dp_size"] if merged.get(
+            "enable_expert_parallel") is True else 1
+    spec = _spec_config(args.get("speculative_config"), cfg.get("speculative_config"))
+    if spec is not None:
+        out["spec_algorithm"] = spec.get("method")
+        steps = spec.get("num_speculative_tokens")
+        out["spec_num_draft_tokens"] = int(steps) if isinstance(steps, int) else None
+        out["role"] = "speculative"
+    elif cfg or args:
+        out["role"] = "baseline"
+    return out
+
+
+def _spec_config(from_args: Any, from_config: Any) -> dict[str, Any] | None:
+    for value in (from_args, from_config):
+        if isinstance(value, dict) and value:
+            return value
+        if isinstance(value, str) and value not in ("None", ""):
+            if value.strip().startswith("{"):
+                try:
+                    parsed = json.loads(value)
+                    if isinstance(parsed, dict):
+                        return parsed
+                except ValueError:
+                    pass
+            method = _repr_field(value, "method")
+            if method:
+                tokens = _repr_field(value, "num_spec_tokens") or \
+                    _repr_field(value, "num_speculative_tokens")
+                return {"method": method,
+                        "num_speculative_tokens": int(tokens) if tokens and
+                        tokens.isdigit() else None}
+    return None
+
+
+def _repr_field(text: str, name: str) -> str | None:
+    m = re.search(rf"\b{name}=['\"]?([\w.-]+)", text)
+    return m.group(1) if m else None
+
+
+CONFIG_KEYS = ("dtype", "max_seq_len", "tensor_parallel_size", "pipeline_parallel_size",
+               "data_parallel_size", "quantization", "enforce_eager", "kv_cache_dtype",
+               "device_config", "enable_prefix_caching", "enable_chunked_prefill",
+               "disable_custom_all_reduce", "seed", "served_model_name", "load_format")
+"""Keys of the engine-config line that describe what ran (the rest are paths, reprs of
+nested configs, tokenizer details)."""
+
+
+def _server_args(cfg: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
+    """The arguments a run's environment is built from: the engine config's settings,
+    then the non-default arguments the user gave (which win)."""
+    out: dict[str, Any] = {k: cfg[k] for k in CONFIG_KEYS if k in cfg}
+    if "speculative_config" in cfg and cfg["speculative_config"] not in (None, "None"):
+        out["speculative_config"] = cfg["speculative_config"]
+    out.update({k: v for k, v in args.items() if k != "model_tag"})
+    return out

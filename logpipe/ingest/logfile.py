@@ -1,0 +1,324 @@
+"""Reading a server log into the store, for every engine: the file protocol is here, the
+engine brings only its parser (:mod:`logpipe.engines.parsing`).
+
+What is new since the last ingest is read (an appended file goes on where the last one
+stopped, with the parser's state; a truncated one continues its line numbers), in blocks
+of complete lines whose state-free parse runs ahead on the second core while the one
+before is finished in order.  The bulky rows are spooled and loaded once per file, the
+launches' ``runs`` rows kept by one :class:`RunBook` as blocks widen them, and it all
+happens in the caller's transaction."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import polars as pl
+
+from logpipe import summaries
+from logpipe.engines import Engine
+from logpipe.engines.parsing import Chunk, Era, LogParser, RunSeen
+from logpipe.ingest.base import IN_LOG, PARSER_VERSION, FileResult, Progress
+from logpipe.ingest.changes import HEAD_HASH_BYTES, TAIL_HASH_BYTES, decide, record_log_source
+from logpipe.ingest.walk import unique_run_name
+from logpipe.readers import line_blocks, lines_at, open_binary, skip_to
+from logpipe.sources import bench, load
+from logpipe.store import UNMADE_LINE_TABLES, Spool, Store
+
+AHEAD = 2
+"""Blocks prepared ahead of the one being finished (one per core of a small machine)."""
+
+
+def read_log(store: Store, path: Path, key: str, kind: str, head: bytes, engine: Engine,
+             progress: Progress | None, keep_text: bool = False,
+             replace: bool = False) -> FileResult:
+    """Read what is new in one server log of ``engine`` (the caller's transaction); the
+    caller has seen that its size, mtime or inode is not what its ``sources`` row says."""
+    stat = path.stat()
+    head_sha = hashlib.sha256(head[:HEAD_HASH_BYTES]).hexdigest()
+    status, existing, detail = decide(store, path, key, stat, head_sha, replace)
+    if status in ("duplicate", "changed"):
+        return FileResult(key, status, kind=kind, detail=detail)
+
+    hasher = hashlib.sha256()
+    previous_sha: str | None = None
+    offset = 0
+    state_json = existing["state"] if existing is not None else None
+    generations = int(existing.get("generations") or 0) if existing else 0
+    fallback_date = datetime.fromtimestamp(stat.st_mtime).date().isoformat()
+    parser: LogParser = load(engine.log_parser)(state_json, fallback_date, keep_text)
+    fh = open_binary(path)
+    try:
+        if existing is not None:
+            if status == "truncated":  # the new content continues the old line numbers
+                generations += 1
+            else:
+                offset = int(existing["bytes_ingested"] or 0)
+                previous_sha = existing["sha256"]
+                skip_to(fh, path, offset)
+        res = FileResult(key, status, kind=kind)
+        runs = RunBook(store, path, key, engine.name, parser)
+        rejected = int(existing["rejected"] or 0) if existing else 0
+        noise = int(existing["noise_lines"] or 0) if existing else 0
+        lines_before = parser.lines
+        tail: bytes | bytearray = b""
+        if progress and offset:
+            progress(min(offset, stat.st_size))
+        consoles = ConsoleSummaries()
+        with Spool(store) as spool, ThreadPoolExecutor(max_workers=AHEAD) as ahead, \
+                ThreadPoolExecutor(max_workers=1) as hashing:
+            for block, prepared in _prepared_blocks(fh, parser, ahead):
+                first_line_no = parser.lines + 1
+                hashing.submit(hasher.update, block)  # in order, off the main thread
+                tail = (block[-TAIL_HASH_BYTES:] if len(block) >= TAIL_HASH_BYTES
+                        else (tail + block)[-TAIL_HASH_BYTES:])
+                offset += len(block)
+                chunk = parser.finish(prepared.result())
+                consoles.feed(block, first_line_no, search=chunk.may_hold_console)
+                rejected, noise = _write(store, key, chunk, parser, runs, res, spool,
+                                         rejected, noise)
+                if progress:
+                    progress(len(block))
+            last = parser.end()
+            if last is not None:
+                rejected, noise = _write(store, key, last, parser, runs, res, spool,
+                                         rejected, noise)
+            runs.flush()
+            spool.load()
+        if existing is None and runs.created:
+            reason = parser.quotation(path, res.rows, noise)
+            if reason is not None:
+                rejected += _unmake_quoted_runs(store, path, key, runs, res, reason)
+        n = consoles.write(store, key)
+        if n:
+            res.rows["bench_results"] = n
+        res.lines = parser.lines - lines_before
+        res.noise = noise - (int(existing["noise_lines"] or 0) if existing else 0)
+    finally:
+        fh.close()
+    if res.lines == 0 and status == "appended":
+        res.status = "unchanged"
+    record_log_source(store, key, path, kind=kind, stat=stat, existing=existing,
+                      status=status, head=head, tail=tail, offset=offset, hasher=hasher,
+                      previous_sha=previous_sha, lines=parser.lines, new_lines=res.lines,
+                      rejected=rejected, noise=noise, state_json=parser.state_json(),
+                      generations=generations, parser_version=PARSER_VERSION)
+    summaries.fold_ranges(store, key, lines_before)
+    res.runs_created = runs.created
+    return res
+
+
+def _prepared_blocks(fh: BinaryIO, parser: LogParser, ahead: ThreadPoolExecutor
+                     ) -> Iterator[tuple[bytearray, Future[Any]]]:
+    """Blocks of complete lines, each with its state-free parse already started on
+    ``ahead``: the next blocks are prepared while the caller finishes and writes this one
+    (at most ``AHEAD + 1`` blocks are in memory)."""
+    pending: deque[tuple[bytearray, Future[Any]]] = deque()
+    line_no = parser.lines + 1
+    for block in line_blocks(fh, parser.block_bytes):
+        pending.append((block, ahead.submit(parser.prepare, block, line_no)))
+        line_no += parser.count_lines(block)
+        if len(pending) > AHEAD:
+            yield pending.popleft()
+    while pending:
+        yield pending.popleft()
+
+
+def _write(store: Store, key: str, chunk: Chunk, parser: LogParser, runs: RunBook,
+           res: FileResult, spool: Spool, rejected: int, noise: int) -> tuple[int, int]:
+    """Write one block's rows: the bulky ones to ``spool`` (loaded once at the end of the
+    file), the few others straight into their tables.  Returns the file's rejected and
+    noise lines so far."""
+    for seen in chunk.runs:
+        runs.observe(seen)
+    mapping = runs.ids()
+
+    def with_run(frame: pl.DataFrame) -> pl.DataFrame:
+        seqs = frame["run_seq"]
+        if (frame.height and not seqs.null_count() and seqs.min() == seqs.max()
+                and seqs[0] in mapping):
+            # the usual block lies in one run: a constant, not a lookup per row
+            return frame.with_columns(pl.lit(mapping[seqs[0]], pl.String).alias("run_id"))
+        return frame.with_columns(pl.col("run_seq").replace_strict(
+            mapping, return_dtype=pl.String, default=None).alias("run_id"))
+
+    for table, frame in chunk.tables.items():
+        if frame.height == 0:
+            res.rows.setdefault(table, 0)
+            continue
+        frame = with_run(frame)
+        if table in parser.linked:
+            frame = frame.with_columns(pl.lit(IN_LOG).alias("link_method"))
+        n = (spool.add if table in parser.spooled else store.insert)(
+            table, frame, source_path=key)
+        res.rows[table] = res.rows.get(table, 0) + n
+        if table == "rejects":
+            rejected += n
+    if chunk.continuation:  # a traceback's lines after its first, cut by the block
+        store.append_to_last_error(key, chunk.continuation)
+    res.unread += chunk.unread
+    return rejected, noise + chunk.noise
+
+
+def _unmake_quoted_runs(store: Store, path: Path, key: str, runs: RunBook,
+                        res: FileResult, reason: str) -> int:
+    """A notes file quoting an engine's launch line became a run of its own, spanning
+    the months from its mtime and taking the benchmarks of its folder.  Its runs are
+    taken back and its record lines go to ``rejects`` with the parser's reason.  Returns
+    the rejects written."""
+    lines = store.unmake_runs(list(runs.ids().values()))
+    raw = {no: text.decode("utf-8", errors="replace").rstrip("\r")[:2000]
+           for no, text in lines_at(path, set(lines)).items()}
+    store.insert("rejects", pl.DataFrame(
+        {"line_no": lines, "run_id": [None] * len(lines), "reason": [reason] * len(lines),
+         "raw": [raw.get(n) for n in lines]},
+        schema={"line_no": pl.Int64, "run_id": pl.String, "reason": pl.String,
+                "raw": pl.String}), source_path=key)
+    for table in UNMADE_LINE_TABLES:
+        res.rows.pop(table, None)
+    res.rows["rejects"] = res.rows.get("rejects", 0) + len(lines)
+    runs.forget()
+    return len(lines)
+
+
+class ConsoleSummaries:
+    """Benchmark console summaries printed into a server log (a run script that sent both
+    to one file): found by their banner in the blocks as they stream by, written to
+    ``bench_results`` linked to the run whose lines they follow."""
+
+    BANNER = bench.CONSOLE_BANNER.encode()
+    WINDOW = 64 * 1024
+
+    def __init__(self) -> None:
+        self.found: list[tuple[int, bytes]] = []
+        self._open: tuple[int, bytearray] | None = None
+
+    def feed(self, block: bytes | bytearray, first_line_no: int, search: bool = True) -> None:
+        """``search=False``: the block holds no banner (the parser read every line), only a
+        table cut by the last block is read."""
+        if self._open is not None:  # a table cut by the block boundary
+            line_no, text = self._open
+            text += block[:self.WINDOW]
+            self.found.append((line_no, bytes(text)))
+            self._open = None
+        if not search:
+            return
+        pos = block.find(self.BANNER)
+        while pos >= 0:
+            start = block.rfind(b"\n", 0, pos) + 1
+            line_no = first_line_no + block.count(b"\n", 0, start)
+            chunk = block[start:start + self.WINDOW]
+            if len(chunk) < self.WINDOW and not chunk.rstrip().endswith(b"="):
+                self._open = (line_no, bytearray(chunk))
+            else:
+                self.found.append((line_no, bytes(chunk)))
+            pos = block.find(self.BANNER, pos + len(self.BANNER))
+
+    def write(self, store: Store, key: str) -> int:
+        if self._open is not None:
+            self.found.append((self._open[0], bytes(self._open[1])))
+            self._open = None
+        rows = []
+        for line_no, data in self.found:
+            for start, row in bench.parse_console(data.decode("utf-8", errors="replace"))[:1]:
+                rows.append({"line_no": line_no + start - 1, **row})
+        if not rows:
+            return 0
+        frame = pl.DataFrame(rows, infer_schema_length=None)
+        runs = store.all("SELECT run_id, first_line FROM runs WHERE source_path = ? "
+                         "ORDER BY first_line", [key])
+
+        def run_of(line: int) -> str | None:
+            before = [rid for rid, first in runs if first is not None and first <= line]
+            return before[-1] if before else (runs[0][0] if runs else None)
+
+        frame = frame.with_columns(
+            pl.Series("run_id", [run_of(n) for n in frame["line_no"]], dtype=pl.String),
+            pl.lit(IN_LOG).alias("link_method"))
+        return store.insert("bench_results", frame, source_path=key)
+
+
+class RunBook:
+    """Creates and updates the ``runs`` rows of one file as its lines stream by.
+
+    A known run's time span and era are kept here as blocks widen them, and what its
+    launch lines say, and all are written once by :meth:`flush` (a query and an update per
+    run per block cost ~1 s per GB)."""
+
+    def __init__(self, store: Store, path: Path, key: str, engine: str,
+                 parser: LogParser) -> None:
+        self.store = store
+        self.path = path
+        self.key = key
+        self.engine = engine
+        self.parser = parser
+        self.created = 0
+        self._ids: dict[int, str] = {}
+        self._eras: dict[str, Era] = {}
+        for seq, rid, label, mask in store.all(
+                "SELECT run_seq, run_id, format_era, era_mask FROM runs "
+                "WHERE source_path = ?", [key]):
+            self._ids[int(seq)] = str(rid)
+            self._eras[str(rid)] = (label, None if mask is None else int(mask))
+        self._spans: dict[str, tuple[Any, Any]] = {}
+        self._new: list[tuple[Any, ...]] = []
+        """Runs first seen since the last flush, inserted by it in one statement."""
+        self._facts: list[tuple[str, dict[str, Any]]] = []
+        self._taken: set[str] | None = None
+
+    def ids(self) -> dict[int, str]:
+        return dict(self._ids)
+
+    def forget(self) -> None:
+        """The runs made so far were taken back (a quotation)."""
+        self._ids.clear()
+        self.created = 0
+
+    def _new_name(self, seq: int) -> str:
+        if self._taken is None:  # every name in the database, once (not a query a run)
+            self._taken = {str(n) for (n,) in self.store.all("SELECT name FROM runs")}
+        return unique_run_name(self.path, seq, self._taken)
+
+    def observe(self, seen: RunSeen) -> None:
+        seq = seen.seq
+        if seq not in self._ids:
+            rid = hashlib.sha256(
+                f"{self.key}\n{seq}\n{seen.first_ts}".encode()).hexdigest()[:12]
+            label, mask = self.parser.era(None, seen)
+            self._new.append((rid, self._new_name(seq), self.key, seq, seen.first_line,
+                              seen.first_ts, seen.last_ts, label, mask))
+            self._ids[seq] = rid
+            self._eras[rid] = (label, mask)
+            self.created += 1
+        else:
+            rid = self._ids[seq]
+            self._eras[rid] = self.parser.era(self._eras.get(rid), seen)
+            first, last = self._spans.get(rid, (None, None))
+            self._spans[rid] = (_least(first, seen.first_ts), _greatest(last, seen.last_ts))
+        if seen.facts:
+            self._facts.append((rid, seen.facts))
+
+    def flush(self) -> None:
+        """Write the runs first seen, then the spans and eras that blocks widened, then
+        what the launch lines said, since the last flush."""
+        self.store.add_runs(self._new, engine=self.engine)
+        self._new.clear()
+        for rid, (first, last) in self._spans.items():
+            label, mask = self._eras[rid]
+            self.store.widen_run(rid, first, last, label, mask)
+        self._spans.clear()
+        self.store.update_runs(self._facts)
+        self._facts.clear()
+
+
+def _least(a: Any, b: Any) -> Any:
+    return b if a is None else a if b is None else min(a, b)
+
+
+def _greatest(a: Any, b: Any) -> Any:
+    return b if a is None else a if b is None else max(a, b)
