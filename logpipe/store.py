@@ -66,6 +66,8 @@ def data_tables() -> tuple[str, ...]:
 def stored_tables() -> tuple[str, ...]:
     """Tables stored with ``source_id``, shown in ``main`` as views with ``source_path``."""
     return ("runs", *data_tables())
+
+
 LABEL_SUFFIX = "_code"
 """A stored column ``<name>_code`` holds the ``label_id`` of ``<name>``'s text in
 ``logpipe_internal.labels`` (a text that repeats on nearly every row, stored once)."""
@@ -327,8 +329,6 @@ class Store:
                 con.execute(f"INSERT INTO {INTERNAL}.engine_migrations "
                             "VALUES (?, ?, ?, now())", [engine, version, name])
         text = views_sql()
-        if engine_pending:
-            self._column_types.clear()
         if text is not None:
             where = self._bookkeeping("schema_views")
             have = con.execute(f"SELECT max(sha256) FROM {where}").fetchone()

@@ -26,18 +26,12 @@ WRAPPERS = (("wts", "container runtime stamp (docker --timestamps)"),
             ("indent", "indentation"))
 
 
-class _Found:
-    def __init__(self) -> None:
-        self.rejects: list[tuple[int, str, str]] = []
-        self.unread: list[tuple[int, str]] = []
-        self.unread_total = 0
-        self.rejects_total = 0
-
-
 def diagnose(path: Path) -> dict[str, Any]:
     """``lines, counts, events, wrappers, rejects, rejects_total, unread, unread_total``
     of ``path``."""
-    d = _Found()
+    rejects: list[tuple[int, str, str]] = []
+    unread: list[tuple[int, str]] = []
+    rejects_total = unread_total = 0
     state, line_no = LogState(), 1
     fallback = datetime.fromtimestamp(path.stat().st_mtime).date().isoformat()
     counts: Counter[str] = Counter()
@@ -56,9 +50,9 @@ def diagnose(path: Path) -> dict[str, Any]:
                            "phase records": chunk.phases.height,
                            "rejected": chunk.rejects.height, "noise": chunk.noise})
             events.update(chunk.events["kind"].to_list())
-            d.rejects_total += chunk.rejects.height
-            for row in chunk.rejects.head(SHOWN - len(d.rejects)).iter_rows():
-                d.rejects.append((int(row[1]), str(row[2]), str(row[3])[:200]))
+            rejects_total += chunk.rejects.height
+            for row in chunk.rejects.head(SHOWN - len(rejects)).iter_rows():
+                rejects.append((int(row[1]), str(row[2]), str(row[3])[:200]))
             read = set(chunk.batches["line_no"].to_list()) | set(chunk.events["line_no"]
                                                                  .to_list()) \
                 | set(chunk.http["line_no"].to_list()) | set(chunk.rejects["line_no"].to_list())
@@ -69,12 +63,12 @@ def diagnose(path: Path) -> dict[str, Any]:
             for n, raw in like.select("line_no", "raw").iter_rows():
                 if n in read:
                     continue
-                d.unread_total += 1
-                if len(d.unread) < SHOWN:
-                    d.unread.append((int(n), str(raw).replace("\r", "")[:200]))
+                unread_total += 1
+                if len(unread) < SHOWN:
+                    unread.append((int(n), str(raw).replace("\r", "")[:200]))
     return {"lines": state.lines, "counts": dict(counts), "events": dict(events),
-            "wrappers": dict(wrappers), "rejects": d.rejects, "rejects_total": d.rejects_total,
-            "unread": d.unread, "unread_total": d.unread_total}
+            "wrappers": dict(wrappers), "rejects": rejects, "rejects_total": rejects_total,
+            "unread": unread, "unread_total": unread_total}
 
 
 def _count_wrappers(lines: pl.DataFrame, into: Counter[str]) -> None:
