@@ -12,7 +12,7 @@ regression).  Three recordings, each judged on its own (its own environment):
   while a test run loaded the machine from round 3 on (launches from 0.1x to 1x);
 - the sample campaigns' repeat launches (2 or 3 per configuration, so R = 1 only).
 
-Each campaign is judged by ``logpipe.launches.judge_launches``, the function ``compare``
+Each campaign is judged by ``logpipe.analysis.launches.judge_launches``, the function ``compare``
 decides each metric with, for the two families:
 
 - server: steady decode throughput at the configuration's most common running-request
@@ -43,10 +43,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from logpipe.compare import WARMUP_RUNS, load_run  # noqa: E402
+from logpipe.analysis.launches import MIN_LAUNCH_LINES, Noise, judge_launches, pool_noise  # noqa: E402
+from logpipe.analysis.load import WARMUP_RUNS, load_run  # noqa: E402
 from logpipe.db import open_db  # noqa: E402
 from logpipe.ingest import ingest_paths  # noqa: E402
-from logpipe.launches import MIN_LAUNCH_LINES, Noise, judge_launches, pool_noise  # noqa: E402
 
 ALPHA, THRESHOLD = 0.05, 0.03
 NEW_CANDIDATE = False

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from logpipe import summaries
-from logpipe.compare import compare
+from logpipe.analysis.compare import compare
 from logpipe.ingest import ingest_paths
 from logpipe.store import Store
 

@@ -134,15 +134,15 @@ class Database:
                 **options: Any) -> Comparisons:
         """``compare``: two or more arms (a run, or a list of launches of one arm), one
         speculative run against its nearest same-environment baseline, or an ``ab``
-        campaign; ``options`` are :class:`logpipe.compare.Options` fields
+        campaign; ``options`` are :class:`logpipe.analysis.compare.Options` fields
         (``alpha``, ``threshold``, ``allow_env_diff``, ...)."""
-        from logpipe.compare import (
-            Options,
+        from logpipe.analysis.compare import (
             compare,
             compare_campaign,
             compare_with_baseline,
             overall_exit,
         )
+        from logpipe.analysis.results import Options
 
         if "allow_env_diff" in options:
             options["allow_env_diff"] = frozenset(options["allow_env_diff"])

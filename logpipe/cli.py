@@ -330,10 +330,11 @@ def compare(
     """
     _state["json"] = fmt == "json"
     from logpipe.analysis.client_metrics import parse_primary
-    from logpipe.compare import Options, compare_campaign, compare_with_baseline, overall_exit
-    from logpipe.compare import compare as run_compare
+    from logpipe.analysis.compare import compare as run_compare
+    from logpipe.analysis.compare import compare_campaign, compare_with_baseline, overall_exit
+    from logpipe.analysis.results import Options
+    from logpipe.analysis.steady import Warmup
     from logpipe.report import comparison_markdown, comparison_text, comparisons_json
-    from logpipe.steady import Warmup
 
     if not run and not campaign:
         _fail(LogpipeError("compare needs --run values or --campaign",
@@ -393,7 +394,7 @@ def explain(
     import json as _json
 
     from logpipe.analysis.explain import explain_runs, explain_text
-    from logpipe.compare import Options
+    from logpipe.analysis.results import Options
 
     if fmt not in ("text", "json"):
         _fail(LogpipeError(f"unknown format {fmt!r}", hint="use one of: text, json"))
@@ -468,8 +469,8 @@ def sweep(
     length against the same-environment baseline; then the best value, or the tied ones.
     """
     _state["json"] = fmt == "json"
+    from logpipe.analysis.sweep import sweep as run_sweep
     from logpipe.report import sweep_text
-    from logpipe.sweep import sweep as run_sweep
 
     if fmt not in ("table", "markdown", "json"):
         _fail(LogpipeError(f"unknown format {fmt!r}", hint="use one of: table, markdown, json"))

@@ -49,7 +49,7 @@ MANIFEST_VERSION = 1
 REDACTED = "<redacted>"
 TIERS = ("identity", "capacity", "treatment", "annotation")
 """``capacity`` keys (running-request, batch-size, token and memory limits) must match only
-where the load reached them: :mod:`logpipe.pairing` judges them against what each run did.
+where the load reached them: :mod:`logpipe.analysis.pairing` judges them against what each run did.
 Like treatment and annotation keys, they are not part of the fingerprint."""
 # What a captured manifest states and a server log alone never does: for a run without a
 # manifest these identity facts are unknown (environment variables as one group).

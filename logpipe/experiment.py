@@ -7,7 +7,7 @@ ready, asks it what it is (``/server_info``), runs the bench command, stops ever
 (SIGINT, then SIGTERM, then SIGKILL of the whole group) and calls the same
 :func:`logpipe.ingest.ingest_paths` the CLI uses.  :func:`run_plan` is ``logpipe ab``:
 the arms of a plan launched in turn (ABBA or seeded random order), in one session, then
-judged by :mod:`logpipe.compare` with the rounds of an arm pooled.
+judged by :mod:`logpipe.analysis.compare` with the rounds of an arm pooled.
 
 Invariants: no child process outlives :func:`launch` (Ctrl-C included); what the server
 and the bench wrote is kept on disk whatever happens; the database is only written by
@@ -16,6 +16,7 @@ ingest, one transaction per file.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -308,6 +309,10 @@ class LaunchOptions:
     """``host`` or ``sync``: time the server's speculative phases (and a plain server's
     decode steps) with the engine's phase hook; ``sync`` synchronises the device at
     every phase boundary (exact, slower: the run is profiled)."""
+    store: Any = None
+    """The database ``ab`` holds open for writing through its whole campaign: the launch
+    is ingested into it, and a reader that waits for the file meanwhile is let in
+    (:meth:`logpipe.store.Store.lent`).  None: ``db`` is opened for the ingest."""
 
 
 @dataclass
@@ -562,12 +567,13 @@ def launch(command: list[str], options: LaunchOptions | None = None) -> LaunchRe
         info["phases"] = options.phases
     _write_manifest(out, command, env, info)
     result = LaunchResult(name, out, "failed")
-    with catch_signals():
+    with catch_signals(), options.store.lent() if options.store is not None \
+            else contextlib.nullcontext():
         _supervise(command, options, out, name, host, port, env, result)
     _update_launch(out, status=result.status, server_exit=result.server_exit,
                    bench_exit=result.bench_exit)
     if not options.record_only:
-        _ingest(out, options.db, result)
+        _ingest(out, options.store or options.db, result)
     return result
 
 
@@ -625,17 +631,18 @@ def _supervise(command: list[str], options: LaunchOptions, out: Path, name: str,
         result.server_exit = server.stop(options.stop_waits)
 
 
-def _ingest(out: Path, db: Path, result: LaunchResult) -> None:
-    from logpipe.db import open_db
+def _ingest(out: Path, db: Any, result: LaunchResult) -> None:
+    """Ingest the launch folder ``out`` into ``db`` (a store held open, or a path opened
+    here once) and read back its runs and steady throughput."""
+    from logpipe.db import using
     from logpipe.ingest import ingest_paths
 
-    ingested = ingest_paths([out], db)
-    failed = ingested.failed
-    if failed:
-        result.message = (result.message + "; " if result.message else "") + \
-            "ingest failed for " + ", ".join(f"{f.path}: {f.detail}" for f in failed)
-    log = str((out / "server.log").resolve())
-    with open_db(db, read_only=True) as store:
+    with using(db) as store:
+        failed = ingest_paths([out], store).failed
+        if failed:
+            result.message = (result.message + "; " if result.message else "") + \
+                "ingest failed for " + ", ".join(f"{f.path}: {f.detail}" for f in failed)
+        log = str((out / "server.log").resolve())
         rows = store.all("SELECT r.run_id, s.steady_gen_throughput, s.steady_stratum "
                          "FROM runs r LEFT JOIN run_summary s USING (run_id) "
                          "WHERE r.source_path = ? ORDER BY r.run_seq", [log])
@@ -922,7 +929,7 @@ class PlanResult:
     judged)."""
     rounds_stratum: int | None = None
     sweep: Any = None
-    """The sweep over the plan's ``[sweep]`` key, among its runs (:mod:`logpipe.sweep`)."""
+    """The sweep over the plan's ``[sweep]`` key, among its runs (:mod:`logpipe.analysis.sweep`)."""
     checks: list[tuple[str, str, list[dict[str, Any]]]] = field(default_factory=list)
     """The pairing and regression checks: (check, status, its failing rows that name a run
     of this plan)."""
@@ -940,20 +947,21 @@ def _launch_status(folder: Path) -> str | None:
         return None
 
 
-def _ingested(db: Path, name: str) -> list[str]:
-    """The run ids a launch of this name has in the database (none without one)."""
-    if not db.exists():
+def _ingested(db: Any, name: str) -> list[str]:
+    """The run ids a launch of this name has in the database ``db`` (a store held open,
+    or a path: none without a file)."""
+    if isinstance(db, Path) and not db.exists():
         return []
     try:
-        from logpipe.db import open_db
+        from logpipe.db import using
     except ImportError:  # a bare machine (record-only): nothing was ingested here
         return []
-    with open_db(str(db), read_only=True) as store:
+    with using(db, read_only=True) as store:
         return [r for (r,) in store.all("SELECT run_id FROM runs WHERE name = ? "
                                         "ORDER BY run_seq", [name])]
 
 
-def resume_plan(plan: Plan, out: Path, db: Path, resume: bool, notes: list[str],
+def resume_plan(plan: Plan, out: Path, db: Any, resume: bool, notes: list[str],
                 record_only: bool = False) -> dict[str, LaunchResult]:
     """The launches of ``plan`` already in ``out``: with ``resume``, every complete one
     (kept, not launched again) by name, and each partial one (a launch killed part-way)
@@ -1001,11 +1009,23 @@ def run_plan(plan: Plan, db: Path, *, echo: Echo | None = None,
              resume: bool = False) -> PlanResult:
     """Launch every arm of ``plan`` in turn, then compare each candidate (its rounds
     pooled) with the baseline (its rounds pooled).  ``resume``: keep the complete
-    launches a killed campaign left in its folder and run the rest."""
+    launches a killed campaign left in its folder and run the rest.  The database is
+    opened once, for writing, for the whole campaign (none when ``record_only``)."""
     check_plan(plan)
+    if record_only:
+        return _run_plan(plan, db, None, echo, stop_waits, options, record_only, resume)
+    from logpipe.store import Store
+
+    with Store.open(db) as store:
+        return _run_plan(plan, db, store, echo, stop_waits, options, record_only, resume)
+
+
+def _run_plan(plan: Plan, db: Path, store: Any, echo: Echo | None,
+              stop_waits: tuple[float, float], options: Any, record_only: bool,
+              resume: bool) -> PlanResult:
     out = plan.out if plan.out is not None else Path("runs") / plan.name
     resumed_notes: list[str] = []
-    done = resume_plan(plan, out, db, resume, resumed_notes, record_only)
+    done = resume_plan(plan, out, store or db, resume, resumed_notes, record_only)
     launches: list[tuple[int, Arm, LaunchResult]] = []
     say = echo or (lambda _line: None)
     schedule = plan.schedule()
@@ -1021,7 +1041,7 @@ def run_plan(plan: Plan, db: Path, *, echo: Echo | None = None,
             name=name, out=out / name, ready_timeout=plan.ready_timeout, bench=plan.bench,
             bench_timeout=plan.bench_timeout, db=db, env={**plan.env, **arm.env},
             stop_waits=stop_waits, echo=echo, record_only=record_only, phases=plan.phases,
-            profile_steps=profile,
+            profile_steps=profile, store=store,
             launch_info={"plan": plan.name, "arm": arm.name, **info, **judging}))
 
     warm, why = warmup_default(plan)
@@ -1072,13 +1092,13 @@ def run_plan(plan: Plan, db: Path, *, echo: Echo | None = None,
         failed = any(res.status != "ok" for _, _, res in launches) or bool(stopped)
         result.exit_code = 2 if failed else 0
         return result
-    _judge_plan(result, db, options)
+    _judge_plan(result, store, options)
     return result
 
 
-def _judge_plan(result: PlanResult, db: Path, options: Any) -> None:
-    from logpipe.compare import EXIT_ERROR, Options, judge_campaign, overall_exit
-    from logpipe.db import open_db
+def _judge_plan(result: PlanResult, store: Any, options: Any) -> None:
+    from logpipe.analysis.compare import judge_campaign, overall_exit
+    from logpipe.analysis.results import EXIT_ERROR, Options
 
     plan = result.plan
     options = options or Options(allow_env_diff=plan.allow_env_diff, primary=plan.primary)
@@ -1099,19 +1119,18 @@ def _judge_plan(result: PlanResult, db: Path, options: Any) -> None:
                 "to judge")
             result.exit_code = EXIT_ERROR
     if plan.baseline.name in by_arm and judged:
-        with open_db(db, read_only=True) as store:
-            result.comparisons = judge_campaign(
-                store, plan.name, options,
-                launches={plan.baseline.name: by_arm[plan.baseline.name],
-                          **{c.name: by_arm[c.name] for c in judged}},
-                baseline=plan.baseline.name)
+        result.comparisons = judge_campaign(
+            store, plan.name, options,
+            launches={plan.baseline.name: by_arm[plan.baseline.name],
+                      **{c.name: by_arm[c.name] for c in judged}},
+            baseline=plan.baseline.name)
     _rounds_at_stratum(result)
-    _plan_checks(result, db)
+    _plan_checks(result, store)
     if plan.sweep_key is not None:
-        from logpipe.sweep import sweep
+        from logpipe.analysis.sweep import sweep
 
         try:
-            result.sweep = sweep(str(db), plan.sweep_key,
+            result.sweep = sweep(store, plan.sweep_key,
                                  run_ids=[r for _, _, res in result.launches
                                           for r in res.run_ids])
         except LogpipeError as exc:
@@ -1124,7 +1143,7 @@ def _judge_plan(result: PlanResult, db: Path, options: Any) -> None:
         result.exit_code = EXIT_ERROR
 
 
-def _plan_checks(result: PlanResult, db: Path) -> None:
+def _plan_checks(result: PlanResult, store: Any) -> None:
     """The pairing and regression suites, with their failing rows cut to this plan's runs
     (the database may hold other campaigns)."""
     from logpipe.checks import load_suites, run_checks
@@ -1133,11 +1152,11 @@ def _plan_checks(result: PlanResult, db: Path) -> None:
     # a campaign's arms are judged arm against arm: their rows are named PLAN-ARM
     names |= {f"{result.plan.name}-{arm.name}" for arm in result.plan.arms}
     try:
-        report = run_checks(db, load_suites(["pairing", "regressions"]))
+        report = run_checks(store, load_suites(["pairing", "regressions"]))
     except LogpipeError as exc:
         result.notes.append(f"checks not run: {exc}")
         return
-    allowed = _allowed_pairings(result, db) if result.plan.allow_env_diff else set()
+    allowed = _allowed_pairings(result, store) if result.plan.allow_env_diff else set()
     for r in report.results:
         mine = [row for row in r.failing if names & {str(v) for v in row.values()}]
         if r.check.suite == "pairing":
@@ -1148,44 +1167,32 @@ def _plan_checks(result: PlanResult, db: Path) -> None:
         result.checks.append((f"{r.check.suite}: {r.check.name}", status, mine))
 
 
-def _allowed_pairings(result: PlanResult, db: Path) -> set[str]:
+def _allowed_pairings(result: PlanResult, store: Any) -> set[str]:
     """This plan's speculative runs that have a complete-environment, unprofiled,
     workload-overlapping baseline of this plan differing only in the allowed keys."""
-    from logpipe.db import open_db
-
     names = sorted({res.name for _, _, res in result.launches})
     allowed = sorted(result.plan.allow_env_diff)
-    with open_db(db, read_only=True) as store:
-        rows = store.con.execute(
-            "SELECT DISTINCT spec_name FROM run_pairs WHERE spec_env_complete "
-            "AND baseline_env_complete AND workload_overlap "
-            "AND NOT coalesce(baseline_profiled, false) "
-            "AND list_has_all(?::VARCHAR[], differing_keys) "
-            "AND list_contains(?::VARCHAR[], spec_name) "
-            "AND list_contains(?::VARCHAR[], baseline_name)",
-            [allowed, names, names]).fetchall()
+    rows = store.con.execute(
+        "SELECT DISTINCT spec_name FROM run_pairs WHERE spec_env_complete "
+        "AND baseline_env_complete AND workload_overlap "
+        "AND NOT coalesce(baseline_profiled, false) "
+        "AND list_has_all(?::VARCHAR[], differing_keys) "
+        "AND list_contains(?::VARCHAR[], spec_name) "
+        "AND list_contains(?::VARCHAR[], baseline_name)",
+        [allowed, names, names]).fetchall()
     return {r[0] for r in rows}
 
 
 def _rounds_at_stratum(result: PlanResult) -> None:
-    """Each arm's rounds as the judgement sees them: the launch's steady median at the
-    stratum the verdict leads with (one definition of a launch's throughput everywhere)."""
-    from logpipe.compare import primary_metric
+    """Each arm's rounds as the judgement sees them (:func:`campaign_rounds`)."""
+    from logpipe.analysis.compare import campaign_rounds
 
     plan = result.plan
-    for c in result.comparisons:
-        m = primary_metric(c)
-        if m is None or m.launch is None:
-            continue
-        result.rounds_stratum = m.stratum
-        for arm_name, names, values in ((plan.baseline.name, m.launch.names_a,
-                                         m.launch.values_a),
-                                        (c.candidate.removeprefix(plan.name + "-"),
-                                         m.launch.names_b, m.launch.values_b)):
-            for name, value in zip(names, values, strict=True):
-                round_ = name.rsplit("-r", 1)[-1]
-                if round_.isdigit():
-                    result.rounds.setdefault(arm_name, {})[int(round_)] = value
+    stratum, rounds = campaign_rounds(result.comparisons, plan.name, plan.baseline.name)
+    if stratum is not None:
+        result.rounds_stratum = stratum
+    for arm, values in rounds.items():
+        result.rounds.setdefault(arm, {}).update(values)
 
 
 def plan_from_flags(*, baseline: str, candidates: list[str], bench: str, rounds: int,

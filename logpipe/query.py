@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from logpipe.db import open_db
+from logpipe.db import StoreOrPath, using
 from logpipe.env import EnvDiff, RunEnv, diff
 from logpipe.errors import RunNotFoundError
 from logpipe.store import Store
@@ -29,13 +29,13 @@ ORDER BY r.started_at NULLS LAST, r.name
 
 def list_runs(db: str | Path) -> tuple[list[str], list[tuple[Any, ...]]]:
     """One row per run: name, id, start, model, layout, speculation, era, batch rows."""
-    with open_db(db, read_only=True) as store:
+    with using(db, read_only=True) as store:
         return store.query(RUNS_SQL)
 
 
-def run_sql(db: str | Path, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+def run_sql(db: StoreOrPath, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
     """Run ``sql`` on a read-only connection to ``db``."""
-    with open_db(db, read_only=True) as store:
+    with using(db, read_only=True) as store:
         return store.query(sql)
 
 
@@ -64,17 +64,17 @@ def resolve_run(store: Store, ref: str) -> str:
 
 # ---------------------------------------------------------------------- from the store
 
-def load_run_env(db: str | Path, ref: str) -> tuple[str, RunEnv]:
+def load_run_env(db: StoreOrPath, ref: str) -> tuple[str, RunEnv]:
     """The name and environment of run ``ref`` (name, id or unique id prefix)."""
 
-    with open_db(db, read_only=True) as store:
+    with using(db, read_only=True) as store:
         run_id = resolve_run(store, ref)
         row = store.one("SELECT name, env, env_complete FROM runs WHERE run_id = ?", [run_id])
         assert row is not None
         return str(row[0]), RunEnv.from_json(row[1], bool(row[2]))
 
 
-def diff_runs(db: str | Path, ref_a: str, ref_b: str) -> EnvDiff:
+def diff_runs(db: StoreOrPath, ref_a: str, ref_b: str) -> EnvDiff:
     """:func:`diff` of two stored runs."""
     name_a, a = load_run_env(db, ref_a)
     name_b, b = load_run_env(db, ref_b)

@@ -28,6 +28,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -241,9 +242,13 @@ def _connect(path: str, read_only: bool) -> duckdb.DuckDBPyConnection:
 class Store:
     """An open logpipe database."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, path: str) -> None:
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: str,
+                 read_only: bool = False) -> None:
         self.con = con
         self.path = path
+        self.read_only = read_only
+        """Opened read-only: nothing may be written through it (a lake's views are read
+        only whatever this says)."""
         self._column_types: dict[tuple[str, str], list[tuple[str, str]]] = {}
         """``(name, type)`` of tables and views, asked once (only :meth:`migrate` changes
         them)."""
@@ -266,7 +271,7 @@ class Store:
                                 hint="run `logpipe ingest PATH` first, or pass --db")
         con = _connect(path, read_only)
         con.execute("SET enable_progress_bar = false")
-        store = cls(con, path)
+        store = cls(con, path, read_only)
         if not read_only:
             store.migrate()
         return store
@@ -393,6 +398,37 @@ class Store:
         self.con = _connect(self.path, read_only=False)
         self.con.execute("SET enable_progress_bar = false")
         return True
+
+    @contextmanager
+    def lent(self, every_s: float = 0.5) -> Iterator[None]:
+        """For a block that runs without the store (a launch: minutes of server and bench,
+        between two ingests of one ``ab``): a reader waiting for the file is let in
+        (:meth:`yield_to_readers`, from a thread) instead of waiting for the block to
+        end.  The block must not use the store."""
+        if self.read_only:
+            yield
+            return
+        stop = threading.Event()
+        failed: list[BaseException] = []
+
+        def watch() -> None:
+            while not stop.wait(every_s):
+                try:
+                    self.yield_to_readers()
+                except Exception as exc:  # noqa: BLE001 - reconnected below, in the caller
+                    failed.append(exc)
+                    return
+
+        thread = threading.Thread(target=watch, name="logpipe-store-lent", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+            if failed:  # the reader kept the file past the wait: wait again, here
+                self.con = _connect(self.path, read_only=False)
+                self.con.execute("SET enable_progress_bar = false")
 
     @contextmanager
     def transaction(self, on_commit: Callable[[], None] | None = None) -> Iterator[None]:

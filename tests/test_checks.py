@@ -338,9 +338,9 @@ def test_pair_verdicts_are_kept_and_judged_again_when_an_input_changes(tmp_path:
                                                                        ) -> None:
     import duckdb
 
+    from logpipe.analysis.verdicts import VerdictCache
     from logpipe.checks.frames import speculation_vs_baseline
     from logpipe.store import Store
-    from logpipe.verdicts import VerdictCache
 
     db = tmp_path / "v.duckdb"  # the pairs of a real campaign and of the mission
     assert not ingest_paths([SAMPLES / "real-cpu", SAMPLES / "mission"], db).failed

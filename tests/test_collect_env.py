@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from logpipe import collect_env
-from logpipe.compare import compare
+from logpipe.analysis.compare import compare
 from logpipe.errors import InputError
 from logpipe.ingest import ingest_paths
 from tests.conftest import SAMPLES, query

@@ -51,7 +51,8 @@ def _toy_log(path: Path, tps: float, lines: int = 40) -> None:
 
 def test_a_toy_engine_from_an_entry_point_brings_its_table_and_is_compared(
         toy_installed: None, tmp_path: Path) -> None:
-    from logpipe.compare import Options, compare
+    from logpipe.analysis.compare import compare
+    from logpipe.analysis.results import Options
 
     assert [e.name for e in engines.engines()] == ["sglang", "vllm", "toy"]
     logs = tmp_path / "logs"

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -414,7 +415,23 @@ def test_plan_sweep_expands_candidates(tmp_path: Path) -> None:
     assert p.candidates[1].command[-2:] == ["--speculative-num-steps", "2"]
 
 
-def test_ab_runs_a_plan_end_to_end(tmp_path: Path) -> None:
+def counted_opens(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every connection made to a database file from now on (opens, and reopens after
+    letting a reader in), by path."""
+    import logpipe.store as store_module
+
+    opened: list[str] = []
+    connect = store_module._connect
+
+    def counting(path: str, read_only: bool) -> Any:
+        opened.append(path)
+        return connect(path, read_only)
+
+    monkeypatch.setattr(store_module, "_connect", counting)
+    return opened
+
+
+def test_ab_runs_a_plan_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     port = free_port()
     db = tmp_path / "db.duckdb"
     with pytest.raises(InputError, match="command.program"):  # checked before anything starts
@@ -423,8 +440,11 @@ def test_ab_runs_a_plan_end_to_end(tmp_path: Path) -> None:
     assert not (tmp_path / "runs").exists()
     # the stand-in's bench times HTTP round trips, not the server's decode rate: the plan
     # declares the server log its deciding metric
+    opened = counted_opens(monkeypatch)
     result = run_plan(plan(tmp_path, port, primary="decode_throughput"), db,
                       stop_waits=FAST_STOP)
+    # four launches ingested, judged, checked: the database opened once for all of it
+    assert opened == [str(db)]
     names = [res.name for _, _, res in result.launches]
     assert names == ["demo-baseline-r1", "demo-ngram-r1", "demo-ngram-r2", "demo-baseline-r2"]
     assert all(res.status == "ok" for _, _, res in result.launches)
@@ -445,10 +465,23 @@ def test_ab_runs_a_plan_end_to_end(tmp_path: Path) -> None:
     text = plan_text(result)
     assert "round ratios @ " in text and "Launches: 2 rounds, paired" in text
     assert f"arm (steady decode tok/s @ {result.rounds_stratum} running)" in text
-    # compare --campaign later gives the same verdict as ab did
+    # compare --campaign later gives the same verdict as ab did, from one open
+    opened.clear()
     again = runner.invoke(app, ["compare", "--campaign", "demo", "--db", str(db)])
     assert again.exit_code == result.exit_code == 1, again.output
     assert "round ratios @ " in again.stdout
+    assert opened == [str(db)]
+    # so does the report, from one open, with the rounds as ab printed them
+    opened.clear()
+    from logpipe.report.html import build_report
+
+    build_report(db, tmp_path / "report.html", plan="demo")
+    assert opened == [str(db)]
+    html = (tmp_path / "report.html").read_text()
+    assert f"steady decode tok/s @ {result.rounds_stratum} running" in html
+    for arm, by_round in result.rounds.items():
+        for value in by_round.values():
+            assert value is not None and f"<td>{value:.1f}</td>" in html, (arm, value)
     # the checks ran too, cut to this plan: the pair is found, and its regression flagged
     checks = {name: (status, rows) for name, status, rows in result.checks}
     assert checks["pairing: every speculative run has a same-environment baseline"][0] == \
@@ -550,7 +583,7 @@ def test_launch_profile_5_against_the_real_sglang_cpu_server(tmp_path: Path) -> 
     """`launch --profile 5` on the real CPU engine (as sample_logs/real-cpu-profiled): a
     linked trace, a bounded profiled window, steady lines outside it, and a compare against
     an unprofiled launch that uses them."""
-    from logpipe.compare import compare
+    from logpipe.analysis.compare import compare
 
     cpu = Path(os.environ["LOGPIPE_REAL_SGLANG"])
     py = str(cpu / "venv" / "bin" / "python")

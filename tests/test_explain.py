@@ -34,7 +34,7 @@ def test_the_mission_pair_is_explained_by_its_phases(sample_db: Path) -> None:
 
 def test_a_synchronised_dump_is_refused_unless_allowed_and_then_named(sample_db: Path
                                                                      ) -> None:
-    from logpipe.compare import Options
+    from logpipe.analysis.results import Options
 
     refused = explain_runs(str(sample_db), ["eagle3-profiled", "baseline-untuned"])
     assert refused.cycle_ms is None and "profiler" in refused.notes[0]

@@ -103,3 +103,29 @@ def test_logpipe_has_no_import_cycle() -> None:
     assert "logpipe.store" in graph and "logpipe.engines.sglang.parser" in graph
     assert graph["logpipe.db"] >= {"logpipe.lake", "logpipe.store"}  # edges are seen
     assert cycles(graph) == []
+
+
+def folder_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The module graph with each module collapsed to its top-level room (``logpipe.X``:
+    a folder such as ``logpipe.analysis``, or a top-level module)."""
+    def room(mod: str) -> str:
+        return ".".join(mod.split(".")[:2])
+
+    out: dict[str, set[str]] = {}
+    for mod, deps in graph.items():
+        out.setdefault(room(mod), set()).update(room(d) for d in deps if room(d) != room(mod))
+    return out
+
+
+def test_the_folder_graph_collapses_modules_to_rooms() -> None:
+    graph = {"logpipe.a.x": {"logpipe.b"}, "logpipe.b": {"logpipe.a.y"}, "logpipe.a.y": set()}
+    assert folder_graph(graph) == {"logpipe.a": {"logpipe.b"}, "logpipe.b": {"logpipe.a"}}
+    assert cycles(folder_graph(graph)) == [["logpipe.a", "logpipe.b"]]
+
+
+def test_logpipe_has_no_cycle_between_folders() -> None:
+    """Rooms depend one way: no folder (``analysis``, ``engines``, ``ingest``, ...) or
+    top-level module reaches back into one that depends on it."""
+    rooms = folder_graph(module_graph())
+    assert "logpipe.analysis" in rooms["logpipe.cli"]
+    assert cycles(rooms) == []

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from logpipe.analysis.launches import judge_launches, pool_noise, sign_flip_p
+from logpipe.analysis.load import load_run, pool
 from logpipe.checks import load_suites, run_checks
 from logpipe.cli import app
-from logpipe.compare import load_run, pool
 from logpipe.ingest import ingest_paths
-from logpipe.launches import judge_launches, pool_noise, sign_flip_p
 from logpipe.stats import compare_samples
 from logpipe.store import Store
 from tests.conftest import SAMPLES, load_generator

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from logpipe.analysis.judge import compare_arms
+from logpipe.analysis.load import load_run, noise_for
 from logpipe.cli import app
-from logpipe.compare import compare_arms, load_run, noise_for
 from logpipe.ingest import ingest_paths
 from logpipe.store import Store
 from tests.conftest import SAMPLES, query

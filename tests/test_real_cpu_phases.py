@@ -101,7 +101,8 @@ def test_one_stratum_of_five_does_not_make_the_headline(db: Path) -> None:
     there is no significant change.  Tested alone at α each, five strata would call a
     difference somewhere about one comparison in five with no effect: the headline takes
     them through Holm's correction and says which stratum it left out."""
-    from logpipe.compare import Options, compare
+    from logpipe.analysis.compare import compare
+    from logpipe.analysis.results import Options
 
     (c,) = compare(str(db), [BASE, SPEC], Options(primary="decode_throughput"))
     by_stratum = {m.stratum: m for m in c.metrics if m.name == "decode throughput"}

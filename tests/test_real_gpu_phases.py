@@ -53,7 +53,7 @@ def test_explain_accounts_for_the_observed_speedup(db: Path) -> None:
 
 
 def test_the_campaign_names_the_cold_launch_and_the_profiler_windows(db: Path) -> None:
-    from logpipe.compare import compare_campaign
+    from logpipe.analysis.compare import compare_campaign
 
     (c,) = compare_campaign(str(db), "real-gpu-phases")
     assert c.arms == {"real-gpu-phases-baseline": ["real-gpu-phases-baseline-r1",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from logpipe.compare import compare_campaign
+from logpipe.analysis.compare import compare_campaign
 from logpipe.ingest import ingest_paths
 from tests.conftest import SAMPLES, query
 
@@ -103,7 +103,7 @@ def test_ngram_on_vllm_is_judged_launch_by_launch(db: Path) -> None:
 
 
 def test_the_baseline_pair_is_an_aa_pair(db: Path) -> None:
-    from logpipe.compare import compare
+    from logpipe.analysis.compare import compare
 
     (c,) = compare(str(db), ["real-vllm-cpu-baseline-r1", "real-vllm-cpu-baseline-r2"])
     assert c.verdict == "same configuration" and c.exit_code == 0

@@ -45,7 +45,7 @@ def test_sweep_finds_two_steps(sample_db: Path) -> None:
 
 
 def test_sweep_of_chosen_run_ids_sees_only_them(sample_db: Path) -> None:
-    from logpipe.sweep import sweep
+    from logpipe.analysis.sweep import sweep
 
     picked = dict(query(sample_db, "SELECT name, run_id FROM runs WHERE name IN "
                                    "('baseline-untuned', 'eagle3-steps3', 'eagle3-steps5')"))

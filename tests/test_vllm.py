@@ -411,7 +411,7 @@ def test_ab_across_engines_judges_the_benchmark_and_refuses_other_differences(
     """An SGLang stand-in against a vLLM stand-in, the same bench against both: the engine
     is the treatment, the verdict is on the client-side benchmark per round; an NCCL
     variable set in one arm only is refused before anything starts."""
-    from logpipe.compare import compare_campaign
+    from logpipe.analysis.compare import compare_campaign
     from logpipe.experiment import Arm, Plan, check_plan, run_plan
 
     monkeypatch.setenv("VLLM_LOG_STATS_INTERVAL", "0.2")
@@ -442,7 +442,7 @@ def test_ab_across_engines_judges_the_benchmark_and_refuses_other_differences(
     assert out["output throughput"].launch.ratio < 0.8
     assert all(not m.gates for m in c.metrics if m.name == "server decode throughput")
     # a vLLM launch with an NCCL variable the SGLang launches lack: refused, by name
-    from logpipe.compare import compare
+    from logpipe.analysis.compare import compare
 
     res = launch([*standin(port), "--tps", "200"], LaunchOptions(
         name="nccl", out=tmp_path / "nccl", bench=standin_bench(), db=db, ready_timeout=60,

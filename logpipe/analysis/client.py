@@ -27,7 +27,7 @@ from logpipe.analysis.client_metrics import (
     metric_label,
     parse_primary,
 )
-from logpipe.launches import Noise, pool_noise
+from logpipe.analysis.launches import Noise, pool_noise
 from logpipe.store import Store
 
 _FACTS = ("completed", "num_prompts", "max_concurrency", "request_rate", "mean_ttft_ms")

@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Any
 from logpipe.analysis.step_phases import phases as step_phases
 
 if TYPE_CHECKING:
-    from logpipe.compare import Comparison
+    from logpipe.analysis.results import Comparison
+    from logpipe.db import StoreOrPath
     from logpipe.store import Store
 
 SPEC_STEP_KINDS = ("VERIFY", "DRAFT", "DRAFT_EXTEND", "DRAFT_LOOP")
@@ -470,24 +471,23 @@ def explain_text(ex: Explanation) -> str:
     return "\n".join(lines) + "\n"
 
 
-def explain_runs(db: str, refs: list[str], options: Any = None) -> Explanation:
+def explain_runs(db: StoreOrPath, refs: list[str], options: Any = None) -> Explanation:
     """``logpipe explain``: one speculative run against its nearest same-environment
     baseline (as ``compare --run SPEC``), or ``[SPEC, BASELINE]`` in either order (a
     comma-separated value is one arm of several launches)."""
-    from logpipe.compare import DEFAULTS, compare, compare_with_baseline
-    from logpipe.db import open_db
+    from logpipe.analysis.compare import compare, compare_with_baseline
+    from logpipe.analysis.results import DEFAULTS
+    from logpipe.db import using
 
     options = options or DEFAULTS
-    if len(refs) == 1:
-        c = compare_with_baseline(db, refs[0], options)
-    elif len(refs) == 2:
-        c = compare(db, [refs[1], refs[0]], options)[0]
-    else:
+    if len(refs) not in (1, 2):
         from logpipe.errors import InputError
 
         raise InputError("explain takes one speculative run, or it and its baseline",
                          hint="logpipe explain --run SPEC [--run BASELINE]")
-    with open_db(db, read_only=True) as store:
+    with using(db, read_only=True) as store:
+        c = compare_with_baseline(store, refs[0], options) if len(refs) == 1 else \
+            compare(store, [refs[1], refs[0]], options)[0]
         ex = explain(store, c)
     if ex.observed_speedup is not None and c.env_status not in (
             "comparable", "same run", "allowed"):

@@ -17,7 +17,9 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,10 +27,10 @@ from typing import Any
 import duckdb
 
 from logpipe import summaries
-from logpipe.db import open_db
+from logpipe.analysis.verdicts import VerdictCache
+from logpipe.db import StoreOrPath, open_db
 from logpipe.errors import DatabaseError, InputError, LogpipeError
 from logpipe.store import Store, schemas_dir
-from logpipe.verdicts import VerdictCache
 
 SEVERITIES = ("error", "warning")
 
@@ -184,7 +186,7 @@ class _Validator:
         return bool(result.success), [i for i in index if isinstance(i, int)]
 
 
-def run_checks(db: str | Path, suites: list[Suite], options: Any = None, *,
+def run_checks(db: StoreOrPath, suites: list[Suite], options: Any = None, *,
                rescan: bool = False, update_cache: bool = False) -> CheckReport:
     """Evaluate every check of ``suites`` against the database ``db``; ``rescan`` reads
     every batch line instead of the per-run ranges ingest keeps (after editing the
@@ -194,8 +196,10 @@ def run_checks(db: str | Path, suites: list[Suite], options: Any = None, *,
     refused with how to bring it up to date.
 
     The frames are computed first, while great-expectations (seconds to import) loads on
-    another thread; then each frame is validated."""
-    open_db(db, read_only=True).close()  # a missing database fails before the wait
+    another thread; then each frame is validated.  An open store (``db``) is used as it is
+    and left open: ``update_cache`` then needs it open for writing."""
+    if not isinstance(db, Store):
+        open_db(db, read_only=True).close()  # a missing database fails before the wait
     with ThreadPoolExecutor(1) as pool:
         loading = pool.submit(_Validator)
         frames = _frames(db, suites, rescan, update_cache)
@@ -223,14 +227,19 @@ def run_checks(db: str | Path, suites: list[Suite], options: Any = None, *,
     return CheckReport(results)
 
 
-def _frames(db: str | Path, suites: list[Suite], rescan: bool = False,
+def _frames(db: StoreOrPath, suites: list[Suite], rescan: bool = False,
             update_cache: bool = False) -> list[tuple[Check, Any, str | None]]:
     """(check, pandas frame or None, error) for every check, in order."""
     from logpipe.checks.frames import FRAMES
 
     out: list[tuple[Check, Any, str | None]] = []
-    store, stale = _open_current(db, rescan, update_cache)
-    with store:
+    if isinstance(db, Store):
+        store, stale = db, _current(db, rescan, update_cache)
+        owned: AbstractContextManager[Any] = _shadows_dropped(db)
+    else:
+        store, stale = _open_current(db, rescan, update_cache)
+        owned = store
+    with owned:
         _summarise_once(store, stale)
         verdicts = VerdictCache(store, unkeyed=stale)
         for suite in suites:
@@ -251,6 +260,39 @@ def _frames(db: str | Path, suites: list[Suite], rescan: bool = False,
     if update_cache:
         verdicts.save(db)
     return out
+
+
+def _current(store: Store, rescan: bool, update_cache: bool) -> list[str]:
+    """:func:`_open_current` for a store the caller opened (and keeps open): the stale
+    runs; repaired in place with ``update_cache`` (the store must be open for writing)."""
+    if store.outdated() and not update_cache:
+        raise DatabaseError(
+            "the database was written by an older logpipe (its schema needs a migration); "
+            "read commands never write", path=store.path,
+            hint="bring it up to date with `logpipe check --update-cache` (or any "
+                 "`logpipe ingest` into it)")
+    if store.outdated():
+        store.migrate()
+    kept = _scan_once(store, rescan)
+    stale = [run_id for run_id, _ in summaries.stale(store)]
+    if (stale or not kept) and update_cache:
+        with store.transaction():
+            summaries.repair_ranges(store, every_column=rescan)
+            _scan_once(store)
+            summaries.refresh(store)
+        return []
+    return stale
+
+
+@contextmanager
+def _shadows_dropped(store: Store) -> Iterator[None]:
+    """The temporary tables a check lays over views (``run_summary``,
+    ``run_batch_ranges``) dropped after it: the store goes on serving its opener."""
+    try:
+        yield
+    finally:
+        for table in ("run_summary", "run_batch_ranges"):
+            store.con.execute(f"DROP TABLE IF EXISTS temp.{table}")
 
 
 def _open_current(db: str | Path, rescan: bool = False,

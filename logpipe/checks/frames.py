@@ -11,22 +11,16 @@ from typing import Any
 
 import polars as pl
 
+from logpipe.analysis.compare import judge_campaign
+from logpipe.analysis.decide import deciding_metric, metric_name
+from logpipe.analysis.judge import compare_runs
+from logpipe.analysis.launches import Noise
+from logpipe.analysis.load import load_run, noise_for
+from logpipe.analysis.results import Comparison, Options, RunSamples
+from logpipe.analysis.verdicts import Verdict, VerdictCache
 from logpipe.changepoints import change_points, judge_history
-from logpipe.compare import (
-    Comparison,
-    Options,
-    RunSamples,
-    compare_runs,
-    deciding_metric,
-    judge_campaign,
-    load_run,
-    metric_name,
-    noise_for,
-)
 from logpipe.errors import LogpipeError
-from logpipe.launches import Noise
 from logpipe.store import Store
-from logpipe.verdicts import Verdict, VerdictCache
 
 Frame = Callable[[Store, dict[str, Any], VerdictCache | None], pl.DataFrame]
 

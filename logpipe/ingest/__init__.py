@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from contextlib import nullcontext
 from pathlib import Path
 
 import duckdb
@@ -75,7 +76,7 @@ __all__ = ["PARSER_VERSION", "EnvOptions", "FileResult", "IngestInterrupted", "I
 
 def ingest_paths(
     paths: Iterable[str | Path],
-    db: str | Path,
+    db: Store | str | Path,
     *,
     env: dict[str, str] | None = None,
     tags: dict[str, str] | None = None,
@@ -97,23 +98,25 @@ def ingest_paths(
     started = time.perf_counter()
     if tz is not None:
         clock.offset_of(tz)  # an unknown zone fails before anything is read
-    db_path = Path(db)
+    db_path = Path(db.path if isinstance(db, Store) else db)
     options = EnvOptions(dict(env or {}), dict(tags or {}), Tiers.load(tiers_file), bench_run,
                          keep_request_text, replace, tz)
     files = walk([Path(p) for p in paths], exclude=[db_path])
     if on_total is not None:
         on_total(sum(f.stat().st_size for f, _ in files))
-    return ingest_files(files, db_path, options, progress, started)
+    return ingest_files(files, db if isinstance(db, Store) else db_path, options, progress,
+                        started)
 
 
-def ingest_files(files: list[tuple[Path, Path]], db: Path, options: EnvOptions,
+def ingest_files(files: list[tuple[Path, Path]], db: Store | Path, options: EnvOptions,
                  progress: Progress | None = None, started: float | None = None
                  ) -> IngestResult:
     """Ingest ``(file, root)`` pairs as :func:`walk` lists them (the root bounds where
-    folder manifests are looked for), then link records to runs across them."""
+    folder manifests are looked for), then link records to runs across them.  ``db``: the
+    store a command opened for writing (left open), or the file to open for this ingest."""
     started = time.perf_counter() if started is None else started
-    result = IngestResult(db=str(db))
-    with Store.open(db) as store:
+    result = IngestResult(db=db.path if isinstance(db, Store) else str(db))
+    with nullcontext(db) if isinstance(db, Store) else Store.open(db) as store:
         def record(res: FileResult) -> None:  # once per file (from its commit or after)
             if not result.files or result.files[-1] is not res:
                 result.files.append(res)

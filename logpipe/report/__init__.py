@@ -276,7 +276,7 @@ def _decision_lines(c: Any) -> list[str]:
     """The treatment, the deciding metric with its numbers, and a disagreement between
     the server log and the client: what an engineer reads first."""
     from logpipe.analysis.client import metric_label
-    from logpipe.compare import deciding_metric
+    from logpipe.analysis.decide import deciding_metric
 
     out = []
     if c.same_configuration:
@@ -354,7 +354,7 @@ def _launch_lines(c: Any) -> list[str]:
 
 
 def _primary(c: Any) -> Any:
-    from logpipe.compare import primary_metric
+    from logpipe.analysis.decide import primary_metric
 
     return primary_metric(c)
 
@@ -706,7 +706,7 @@ def check_junit(report: Any) -> str:
 # ---------------------------------------------------------------------------- sweep
 
 def sweep_text(result: Any, fmt: str = "table") -> str:
-    from logpipe.sweep import sweep_dict
+    from logpipe.analysis.sweep import sweep_dict
 
     if fmt == "json":
         return json.dumps(sweep_dict(result), indent=2, default=str) + "\n"

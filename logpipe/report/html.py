@@ -1,8 +1,9 @@
 """`logpipe report`: one self-contained HTML file, readable offline.
 
-Everything shown comes from the library's own results — :func:`logpipe.steady.steady_lines`,
-:func:`logpipe.compare.compare`, :func:`logpipe.checks.run_checks`,
-:func:`logpipe.sweep.sweep`, :func:`logpipe.env.diff` — never a second implementation of a
+Everything shown comes from the library's own results —
+:func:`logpipe.analysis.steady.steady_lines`, :func:`logpipe.analysis.compare.compare`,
+:func:`logpipe.checks.run_checks`, :func:`logpipe.analysis.sweep.sweep`,
+:func:`logpipe.env.diff` — never a second implementation of a
 statistic.  plotly.js is embedded (no CDN).  Every piece of text from logs, manifests or
 the user is HTML-escaped, and figure JSON is written with ``<``, ``>`` and ``&`` as
 unicode escapes, so no log line can inject markup or script.
@@ -21,7 +22,7 @@ import numpy as np
 import polars as pl
 
 from logpipe._version import __version__
-from logpipe.db import open_db
+from logpipe.db import StoreOrPath, using
 from logpipe.errors import LogpipeError
 from logpipe.store import Store
 
@@ -101,7 +102,7 @@ def _launch_facts(store: Store, run_ids: list[str]) -> dict[str, dict[str, Any]]
 
 
 def _ratio_cells(c: Any) -> list[Any]:
-    from logpipe.compare import primary_metric
+    from logpipe.analysis.decide import primary_metric
 
     m = primary_metric(c)
     if m is None:
@@ -123,7 +124,8 @@ def _experiments(store: Store, runs: list[tuple[str, str]]) -> list[tuple[str, s
     """What an engineer asks first: each campaign's candidates against its baseline with
     the rounds side by side, and each speculative run against its same-environment
     baseline."""
-    from logpipe.compare import judge_campaign, primary_metric
+    from logpipe.analysis.compare import campaign_rounds, judge_campaign
+    from logpipe.analysis.decide import primary_metric
     from logpipe.errors import LogpipeError
 
     sections: list[tuple[str, str]] = []
@@ -140,26 +142,14 @@ def _experiments(store: Store, runs: list[tuple[str, str]]) -> list[tuple[str, s
         for m in members:
             arms.setdefault(str(m[2].get("arm")), []).append(m)
         rounds = sorted({int(f.get("round") or 0) for _, _, f in members})
-        tps = {rid: v for rid, v in store.all(
-            f"SELECT run_id, steady_gen_throughput FROM run_summary WHERE run_id IN "
-            f"({', '.join('?' for _ in members)})", [m[0] for m in members])}
-        rows = []
-        for arm, ms in arms.items():
-            by_round = {int(f.get("round") or 0): (rid, f) for rid, _, f in ms}
-            rows.append([arm] + [
-                (f"{tps[by_round[r][0]]:.1f}" if tps.get(by_round[r][0]) is not None else "–")
-                + ("" if by_round[r][1].get("status") in (None, "ok")
-                   else f" ({by_round[r][1].get('status')})")
-                if r in by_round else "" for r in rounds])
-        table = _table(["arm (steady decode tok/s)", *[f"round {r}" for r in rounds]], rows)
         base_arm = next((a for a, ms in arms.items()
                          if any(f.get("role") == "baseline" for _, _, f in ms)), None)
         verdicts = []
+        judged: list[Any] = []
         if base_arm is not None:
             try:
                 judged = judge_campaign(store, plan)
             except LogpipeError as exc:
-                judged = []
                 verdicts.append(["–", base_arm, "not judged", "–", "–", "–", "–", "–", "–",
                                  str(exc)])
             for c in judged:
@@ -170,20 +160,42 @@ def _experiments(store: Store, runs: list[tuple[str, str]]) -> list[tuple[str, s
                                  *_ratio_cells(c), *_spec_cells(c),
                                  "; ".join(([f"round ratios {ratios}"] if ratios else [])
                                            + [c.replication] + c.notes[:2])])
+        # the rounds as the judgement saw them (as `ab` prints them); a launch it did not
+        # judge shows its steady median from the run summary
+        stratum, judged_rounds = campaign_rounds(judged, plan, base_arm or "")
+        tps = {rid: v for rid, v in store.all(
+            f"SELECT run_id, steady_gen_throughput FROM run_summary WHERE run_id IN "
+            f"({', '.join('?' for _ in members)})", [m[0] for m in members])}
+        rows = []
+        for arm, ms in arms.items():
+            cells: list[Any] = [arm]
+            by_round = {int(f.get("round") or 0): (rid, f) for rid, _, f in ms}
+            for r in rounds:
+                if r not in by_round:
+                    cells.append("")
+                    continue
+                rid, f = by_round[r]
+                value = judged_rounds.get(arm, {}).get(r, tps.get(rid))
+                cells.append((f"{value:.1f}" if value is not None else "–") + (
+                    "" if f.get("status") in (None, "ok") else f" ({f.get('status')})"))
+            rows.append(cells)
+        at = f" @ {stratum} running" if stratum is not None else ""
+        table = _table([f"arm (steady decode tok/s{at})", *[f"round {r}" for r in rounds]],
+                       rows)
         body = table + (_table(["candidate", "baseline", "verdict", "stratum",
                                 "decode ratio", "95% CI", "speedup", "accept length",
                                 "break-even accept length", "notes"], verdicts)
                         if verdicts else "<p>No baseline arm among these runs.</p>")
         sections.append((f"Campaign {plan}: rounds side by side, judged launch by launch",
                          body))
-    from logpipe.compare import compare_with_baseline
+    from logpipe.analysis.compare import compare_with_baseline
 
     rows = []
     for rid, name in runs:
         if rid in in_plan or store.one("SELECT role FROM runs WHERE run_id = ?",
                                        [rid]) != ("speculative",):
             continue
-        c = compare_with_baseline(store.path, rid)
+        c = compare_with_baseline(store, rid)
         rows.append([name, c.reference, c.verdict, *_ratio_cells(c), *_spec_cells(c),
                      "; ".join(c.notes[:2])])
     if rows:
@@ -251,7 +263,7 @@ def _latency(store: Store, runs: list[tuple[str, str]]) -> dict[str, Any] | None
 
 def _timeline(store: Store, runs: list[tuple[str, str]]) -> dict[str, Any]:
     """Decode throughput over time per run; non-steady windows shaded by state."""
-    from logpipe.steady import DECODE_KINDS, steady_lines
+    from logpipe.analysis.steady import DECODE_KINDS, steady_lines
 
     traces, shapes = [], []
     for i, (rid, name) in enumerate(runs):
@@ -300,8 +312,8 @@ def _timeline(store: Store, runs: list[tuple[str, str]]) -> dict[str, Any]:
 
 
 def _distributions(store: Store, runs: list[tuple[str, str]]) -> dict[str, Any]:
-    from logpipe.compare import load_run
-    from logpipe.launches import MIN_LAUNCH_LINES
+    from logpipe.analysis.launches import MIN_LAUNCH_LINES
+    from logpipe.analysis.load import load_run
 
     traces = []
     names, medians = [], []
@@ -386,64 +398,105 @@ def _kernel_section(store: Store, runs: list[tuple[str, str]]) -> tuple[str, str
     return ("Top kernels (profiler traces)", body)
 
 
-def build_report(db: str | Path, out: str | Path, refs: list[str] | None = None,
+def build_report(db: StoreOrPath, out: str | Path, refs: list[str] | None = None,
                  with_checks: bool = True, plan: str | None = None) -> ReportResult:
     """Write the HTML report for ``refs`` (default: up to 8 runs, captured ones first;
     ``plan``: the runs of one ``ab`` campaign).  It leads with the experiment: campaigns
     and speculative runs against their baselines, then the sweep curve, the environment
-    groups, the timelines with warm-up shaded, distributions and latency."""
+    groups, the timelines with warm-up shaded, distributions and latency.  One store
+    serves all of it (opened here from a path, or the caller's)."""
     from plotly.offline import get_plotlyjs
 
-    from logpipe.checks import load_suites, run_checks
-    from logpipe.sweep import sweep
-
-    blocks: list[tuple[str, Any, Any]] = []  # ("section", title, html) | ("figure", id, fig)
-    with open_db(db, read_only=True) as store:
+    with using(db, read_only=True) as store:
         runs = _pick_runs(store, refs, plan)
-        for title, body in _experiments(store, runs):
-            blocks.append(("section", title, body))
-        names = [n for _, n in runs]
-        try:
-            result = sweep(str(db), "speculative_num_steps", run_ids=[r for r, _ in runs])
-        except LogpipeError:
-            result = None
-        fig = _sweep_figure(result) if result is not None else None
-        if fig is not None:
-            blocks.append(("figure", "sweep", fig))
-        title, body = _environment_groups(store, runs)
-        blocks.append(("section", title, body))
-        blocks.append(("figure", "timeline", _timeline(store, runs)))
-        blocks.append(("figure", "distributions", _distributions(store, runs)))
-        latency = _latency(store, runs)
-        if latency is not None:
-            blocks.append(("figure", "latency", latency))
-    sections: list[tuple[str, str]] = []
+        blocks = _figures(store, runs)
+        sections = _sections(store, runs, with_checks)
+        source = store.path
+    names = [n for _, n in runs]
+    parts = [
+        "<!DOCTYPE html><html><head><meta charset='utf-8'>",
+        f"<title>logpipe report: {_e(', '.join(names))}</title>",
+        "<style>body{font-family:system-ui,sans-serif;margin:24px;color:#222}"
+        "table{border-collapse:collapse;margin:8px 0 24px;font-size:13px}"
+        "td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}"
+        "th{background:#f3f3f3}h2{margin-top:32px}</style>",
+        f"<script type='text/javascript'>{get_plotlyjs()}</script></head><body>",
+        f"<h1>logpipe report</h1><p>Runs: {_e(', '.join(names))}. Generated "
+        f"{_e(datetime.now().isoformat(timespec='seconds'))} by logpipe {_e(__version__)} "
+        f"from {_e(source)}.</p>",
+    ]
+    blocks += [("section", title, body) for title, body in sections]
+    figures = 0
+    for what, key, value in blocks:
+        if what == "section":
+            parts.append(f"<h2>{_e(key)}</h2>{value}")
+            continue
+        figures += 1
+        parts.append(f"<div id='fig-{key}' class='logpipe-figure'></div>")
+        parts.append(f"<script>Plotly.newPlot('fig-{key}', {_safe_json(value['data'])}, "
+                     f"{_safe_json(value['layout'])}, {{responsive: true}});</script>")
+    parts.append("</body></html>")
+    Path(out).write_text("\n".join(parts), encoding="utf-8")
+    return ReportResult(str(out), names, figures,
+                        [str(k) for w, k, _ in blocks if w == "section"])
 
+
+def _figures(store: Store, runs: list[tuple[str, str]]) -> list[tuple[str, Any, Any]]:
+    """The experiments, the sweep curve, the environment groups and the figures, in order:
+    ``("section", title, html)`` or ``("figure", id, figure)``."""
+    from logpipe.analysis.sweep import sweep
+
+    blocks: list[tuple[str, Any, Any]] = []
+    for title, body in _experiments(store, runs):
+        blocks.append(("section", title, body))
+    try:
+        result = sweep(store, "speculative_num_steps", run_ids=[r for r, _ in runs])
+    except LogpipeError:
+        result = None
+    fig = _sweep_figure(result) if result is not None else None
+    if fig is not None:
+        blocks.append(("figure", "sweep", fig))
+    title, body = _environment_groups(store, runs)
+    blocks.append(("section", title, body))
+    blocks.append(("figure", "timeline", _timeline(store, runs)))
+    blocks.append(("figure", "distributions", _distributions(store, runs)))
+    latency = _latency(store, runs)
+    if latency is not None:
+        blocks.append(("figure", "latency", latency))
+    return blocks
+
+
+def _sections(store: Store, runs: list[tuple[str, str]],
+              with_checks: bool) -> list[tuple[str, str]]:
+    """The closing sections: checks, launch noise, phase shares, profiling overhead,
+    top kernels."""
+    from logpipe.checks import load_suites, run_checks
+
+    sections: list[tuple[str, str]] = []
     if with_checks:
-        report = run_checks(db, load_suites())
+        report = run_checks(store, load_suites())
         rows = [[r.status, r.check.suite, r.check.name,
                  "; ".join(", ".join(f"{k}={v}" for k, v in row.items())
                            for row in r.failing[:10]) or (r.error or "")]
                 for r in report.results]
         sections.append((f"Checks (exit {report.exit_code})",
                          _table(["status", "suite", "check", "failing rows"], rows)))
-    with open_db(db, read_only=True) as store:
-        ids = [rid for rid, _ in runs]
-        marks = ", ".join("?" for _ in ids)
-        phase_rows = store.all(
-            f"SELECT run, phase, synchronized, cycles, round(share, 3), round(ms_per_cycle, 2), "
-            f"round(cycle_ms, 2), round(implied_tps, 1) FROM phase_summary "
-            f"WHERE run_id IN ({marks}) ORDER BY run, share DESC", ids)
-        overhead = store.all(
-            "SELECT profiled_run, unprofiled_run, round(profiled_tps, 1), "
-            "round(unprofiled_tps, 1), round(overhead_factor, 2) FROM profiling_overhead "
-            "ORDER BY 1, 2")
-        kernel_section = _kernel_section(store, runs)
-        noise_rows = store.all(
-            "SELECT n.env_fingerprint, n.model, n.stratum, n.launches, n.pairs, "
-            "n.configurations, round(n.spread * 100, 1), round(n.max_pair_diff * 100, 1) "
-            "FROM launch_noise n WHERE n.env_fingerprint IN (SELECT env_fingerprint FROM runs "
-            f"WHERE run_id IN ({marks})) ORDER BY 1, 2, 3", ids)
+    ids = [rid for rid, _ in runs]
+    marks = ", ".join("?" for _ in ids)
+    phase_rows = store.all(
+        f"SELECT run, phase, synchronized, cycles, round(share, 3), round(ms_per_cycle, 2), "
+        f"round(cycle_ms, 2), round(implied_tps, 1) FROM phase_summary "
+        f"WHERE run_id IN ({marks}) ORDER BY run, share DESC", ids)
+    overhead = store.all(
+        "SELECT profiled_run, unprofiled_run, round(profiled_tps, 1), "
+        "round(unprofiled_tps, 1), round(overhead_factor, 2) FROM profiling_overhead "
+        "ORDER BY 1, 2")
+    kernel_section = _kernel_section(store, runs)
+    noise_rows = store.all(
+        "SELECT n.env_fingerprint, n.model, n.stratum, n.launches, n.pairs, "
+        "n.configurations, round(n.spread * 100, 1), round(n.max_pair_diff * 100, 1) "
+        "FROM launch_noise n WHERE n.env_fingerprint IN (SELECT env_fingerprint FROM runs "
+        f"WHERE run_id IN ({marks})) ORDER BY 1, 2, 3", ids)
     sections.append(("Launch noise (A/A pairs: launches of one configuration)", _table(
         ["environment", "model", "running requests", "launches", "A/A pairs",
          "configurations", "1 SD between launches (%)", "largest pair difference (%)"],
@@ -463,30 +516,4 @@ def build_report(db: str | Path, out: str | Path, refs: list[str] | None = None,
             ["profiled run", "unprofiled run", "profiled tok/s", "unprofiled tok/s",
              "slowdown"], [list(r) for r in overhead])))
     sections.append(kernel_section)
-
-    parts = [
-        "<!DOCTYPE html><html><head><meta charset='utf-8'>",
-        f"<title>logpipe report: {_e(', '.join(names))}</title>",
-        "<style>body{font-family:system-ui,sans-serif;margin:24px;color:#222}"
-        "table{border-collapse:collapse;margin:8px 0 24px;font-size:13px}"
-        "td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}"
-        "th{background:#f3f3f3}h2{margin-top:32px}</style>",
-        f"<script type='text/javascript'>{get_plotlyjs()}</script></head><body>",
-        f"<h1>logpipe report</h1><p>Runs: {_e(', '.join(names))}. Generated "
-        f"{_e(datetime.now().isoformat(timespec='seconds'))} by logpipe {_e(__version__)} "
-        f"from {_e(db)}.</p>",
-    ]
-    blocks += [("section", title, body) for title, body in sections]
-    figures = 0
-    for what, key, value in blocks:
-        if what == "section":
-            parts.append(f"<h2>{_e(key)}</h2>{value}")
-            continue
-        figures += 1
-        parts.append(f"<div id='fig-{key}' class='logpipe-figure'></div>")
-        parts.append(f"<script>Plotly.newPlot('fig-{key}', {_safe_json(value['data'])}, "
-                     f"{_safe_json(value['layout'])}, {{responsive: true}});</script>")
-    parts.append("</body></html>")
-    Path(out).write_text("\n".join(parts), encoding="utf-8")
-    return ReportResult(str(out), names, figures,
-                        [str(k) for w, k, _ in blocks if w == "section"])
+    return sections

@@ -22,11 +22,11 @@ from typing import Any
 import numpy as np
 import scipy.stats as sps
 
-from logpipe.compare import load_run, noise_for
-from logpipe.db import open_db
+from logpipe.analysis.launches import MIN_LAUNCH_LINES, UNREPLICATED, judge_launches
+from logpipe.analysis.load import load_run, noise_for
+from logpipe.db import StoreOrPath, using
 from logpipe.env import canonical, fingerprint
 from logpipe.errors import LogpipeError
-from logpipe.launches import MIN_LAUNCH_LINES, UNREPLICATED, judge_launches
 from logpipe.stats import compare_samples
 from logpipe.store import Store
 
@@ -85,12 +85,12 @@ def _ci_of_median(x: np.ndarray, confidence: float = 0.95) -> tuple[float, float
     return lo, hi
 
 
-def sweep(db: str, by: str, where: str | None = None, threshold: float = 0.03,
+def sweep(db: StoreOrPath, by: str, where: str | None = None, threshold: float = 0.03,
           alpha: float = 0.05, run_ids: Sequence[str] | None = None) -> SweepResult:
     """Sweep over ``by`` among the runs matching ``where`` (the user's SQL condition on
     ``runs``, from the command line) and, given ``run_ids``, among those runs only (a
     parameter: callers never build SQL from run names)."""
-    with open_db(db, read_only=True) as store:
+    with using(db, read_only=True) as store:
         key = _resolve_key(store, by)
         sql = "SELECT run_id, name, env_complete, profiled, role FROM runs WHERE true"
         params: list[Any] = []

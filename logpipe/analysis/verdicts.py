@@ -7,7 +7,7 @@ it is stored in ``pair_verdict_cache`` under a key over all of it:
 
 - each run's ``data_key`` (its batch lines and the events that bound its steady state,
   from ``run_summary_cache``, which ``check`` refreshes first) and its record (name, role,
-  environment, era: what :func:`logpipe.compare.load_run` reads);
+  environment, era: what :func:`logpipe.analysis.compare.load_run` reads);
 - the options of the comparison;
 - the rules: the sources of the modules that load and judge runs, and ``views.sql``.
 
@@ -23,12 +23,11 @@ import dataclasses
 import hashlib
 import json
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 import duckdb
 
-from logpipe.db import open_db
+from logpipe.db import StoreOrPath, using
 from logpipe.rules import rules_key
 from logpipe.store import Store
 
@@ -95,13 +94,14 @@ class VerdictCache:
             self.known[key] = verdict
             self.new.append((key, spec_run_id, baseline_run_id, *verdict))
 
-    def save(self, db: str | Path) -> int:
+    def save(self, db: StoreOrPath) -> int:
         """Write the new verdicts, replacing the pairs' old ones and dropping those of
-        runs gone; returns the number written (0 when the database is busy)."""
-        if not self.new:
+        runs gone; returns the number written (0 when the database is busy, or is a store
+        open read-only)."""
+        if not self.new or (isinstance(db, Store) and db.read_only):
             return 0
         try:
-            with open_db(db) as store, store.transaction():
+            with using(db) as store, store.transaction():
                 store.con.executemany(
                     "DELETE FROM logpipe_internal.pair_verdict_cache WHERE spec_run_id = ? "
                     "AND baseline_run_id = ?", [[s, b] for _, s, b, *_ in self.new])

@@ -1,0 +1,241 @@
+"""Compare runs: environment first, then statistics, then a verdict.  Pure: never prints.
+
+:func:`compare` loads runs from the database and returns one :class:`Comparison` per
+candidate (each against the first run, the reference).  The order of judgement is fixed:
+
+1. **Environment.** Identity tiers must match (``--allow-env-diff`` names keys that may
+   differ, and is stamped on the report); an environment without a captured manifest is
+   unknown and not comparable unless ``allow_unknown_env``.  A profiled run is never
+   compared with an unprofiled one unless ``allow_profiled``.  → exit 3
+2. **Statistics** per metric (:mod:`logpipe.stats`): steady decode throughput per matched
+   concurrency stratum (``running_req``), prefill input throughput, accept length, accept
+   rate (only under one definition), graph coverage, token usage.
+   The client family (:mod:`logpipe.analysis.client`): each launch's linked benchmark
+   (output and request throughput, TTFT, TPOT, ITL, E2E at p50 and p99), judged by the
+   same launch rule.
+3. **Verdict** by one deciding metric, declared (``Options.primary``) or by default the
+   client's output throughput when every launch has a benchmark of one workload, else the
+   server log's decode throughput (its strata through Holm's correction); the other
+   metrics are secondary.  A regression exits 1 only when it is replicated or beyond the
+   environment's measured launch noise; unreplicated, it exits 4.  Server and client
+   families that disagree are said, with the known causes that apply.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from logpipe.analysis import client as clients
+from logpipe.analysis.decide import primary_metric
+from logpipe.analysis.judge import compare_arms, judge_environment
+from logpipe.analysis.load import WARMUP_RUNS, arm_refs, environment_noise, load_run
+from logpipe.analysis.results import (
+    DEFAULTS,
+    EXIT_INCOMPARABLE,
+    EXIT_OK,
+    NO_WARMUP,
+    SEVERITY,
+    Comparison,
+    Options,
+    RunSamples,
+)
+from logpipe.analysis.steady import Warmup
+from logpipe.db import StoreOrPath, using
+from logpipe.errors import InputError
+from logpipe.store import Store
+
+
+def compare(db: StoreOrPath, refs: Sequence[str], options: Options = DEFAULTS) -> list[Comparison]:
+    """Each arm of ``refs[1:]`` against the arm ``refs[0]`` (an arm: one run, or several
+    launches given as a comma-separated list)."""
+    arms = arm_refs(refs)
+    with using(db, read_only=True) as store:
+        loaded = [[load_run(store, r, options.warmup) for r in arm] for arm in arms]
+        _distinct(loaded)
+        noise = environment_noise(store, loaded[0][0], loaded)
+    return [compare_arms(loaded[0], cand, options, noise.server, client_noise=noise.client,
+                         pooled=noise.pooled) for cand in loaded[1:]]
+
+
+def _distinct(arms: Sequence[Sequence[RunSamples]]) -> None:
+    seen: dict[str, str] = {}
+    for arm in arms:
+        for r in arm:
+            if r.run_id in seen:
+                raise InputError(
+                    f"run {r.name} ({r.run_id}) is given twice"
+                    + (f" (as {seen[r.run_id]!r})" if seen[r.run_id] != r.name else "")
+                    + ": a run compared with itself says nothing",
+                    hint="give two different launches; two launches of one configuration "
+                    "are an A/A pair, which measures the launch noise")
+            seen[r.run_id] = r.name
+
+
+def campaign_arms(store: Store, plan: str, warmup: Warmup = NO_WARMUP
+                  ) -> tuple[list[RunSamples], dict[str, list[RunSamples]]]:
+    """The launches of ``ab`` campaign ``plan`` from their manifests: the baseline arm and
+    each candidate arm, each in round order (the last run of a launch that restarted)."""
+    rows = store.all(
+        "SELECT r.run_id, "
+        "max(CASE WHEN e.key = 'launch.arm' THEN e.value END) AS arm, "
+        "max(CASE WHEN e.key = 'launch.role' THEN e.value END) AS role, "
+        "max(CASE WHEN e.key = 'launch.round' THEN e.value END) AS round "
+        "FROM runs r JOIN run_env e USING (run_id) "
+        "WHERE r.run_id IN (SELECT run_id FROM run_env WHERE key = 'launch.plan' "
+        f"AND value = ?) AND r.run_id NOT IN ({WARMUP_RUNS}) "
+        "GROUP BY r.run_id, r.started_at, r.run_seq "
+        "ORDER BY r.started_at NULLS LAST, r.run_seq", [plan])
+    if not rows:
+        known = [p for (p,) in store.all(
+            "SELECT DISTINCT value FROM run_env WHERE key = 'launch.plan' ORDER BY 1")]
+        raise InputError(f"no campaign named {plan!r} in the database",
+                         hint="campaigns: " + (", ".join(known) or "none (run `logpipe ab`)"))
+    last: dict[tuple[str, str], tuple[str, str]] = {}
+    for run_id, arm, role, round_ in rows:
+        last[(str(arm), str(round_))] = (run_id, str(role))
+    base_arm: list[str] = []
+    arms: dict[str, list[tuple[int, str]]] = {}
+    for (arm, round_), (run_id, role) in last.items():
+        arms.setdefault(arm, []).append((int(round_) if round_.isdigit() else 0, run_id))
+        if role == "baseline" and arm not in base_arm:
+            base_arm.append(arm)
+    if len(base_arm) != 1:
+        raise InputError(f"campaign {plan!r} has {len(base_arm)} baseline arms",
+                         hint="compare its arms with --run A1,A2 --run B1,B2")
+    loaded = {arm: [load_run(store, rid, warmup) for _, rid in sorted(members)]
+              for arm, members in arms.items()}
+    base = loaded.pop(base_arm[0])
+    return base, loaded
+
+
+def judge_campaign(store: Store, plan: str, options: Options = DEFAULTS,
+                   launches: dict[str, list[str]] | None = None,
+                   baseline: str | None = None) -> list[Comparison]:
+    """Each candidate arm of an ``ab`` campaign against its baseline arm, launch by launch
+    (paired by round).  The launches are read from the manifests in the database, or given
+    (``launches``: arm → run ids in round order, ``baseline``: its arm).  ``logpipe ab``,
+    ``compare --campaign`` and the report judge a campaign with this one function, with the
+    options its plan recorded in the launches' manifests (the deciding metric, the
+    declared treatment and allowed keys) added to ``options``."""
+    options = campaign_options(store, plan, options)
+    if launches is None:
+        base, candidates = campaign_arms(store, plan, options.warmup)
+        base_name = base[0].arm or "baseline"
+    else:
+        assert baseline is not None
+        loaded = {arm: [load_run(store, rid, options.warmup) for rid in ids]
+                  for arm, ids in launches.items()}
+        base, base_name = loaded.pop(baseline), baseline
+        candidates = loaded
+    noise = environment_noise(store, base[0], [base, *candidates.values()])
+    return [compare_arms(base, runs, options, noise.server, client_noise=noise.client,
+                         names=(f"{plan}-{base_name}", f"{plan}-{arm}"), pooled=noise.pooled)
+            for arm, runs in candidates.items()]
+
+
+def campaign_options(store: Store, plan: str, options: Options) -> Options:
+    """``options`` with what campaign ``plan`` recorded: its deciding metric (unless one is
+    given), and the keys its own commands set differently (its declared treatment) and
+    its ``allow_env_diff`` added to the keys allowed to differ."""
+    recorded: dict[str, set[str]] = {}
+    for key, value in store.all(
+            "SELECT key, value FROM run_env WHERE key IN ('launch.primary', "
+            "'launch.allow_env_diff', 'launch.treatment') AND run_id IN (SELECT run_id "
+            "FROM run_env WHERE key = 'launch.plan' AND value = ?)", [plan]):
+        recorded.setdefault(key, set()).update(
+            v.strip() for v in str(value or "").split(",") if v.strip())
+    allowed = recorded.get("launch.allow_env_diff", set()) | recorded.get(
+        "launch.treatment", set())
+    primaries = recorded.get("launch.primary", set())
+    primary = options.primary
+    if primary is None and len(primaries) == 1:
+        primary = clients.parse_primary(next(iter(primaries)))
+    if not allowed - options.allow_env_diff and primary == options.primary:
+        return options
+    return dataclasses.replace(options, allow_env_diff=options.allow_env_diff | allowed,
+                               primary=primary)
+
+
+def compare_campaign(db: StoreOrPath, plan: str, options: Options = DEFAULTS) -> list[Comparison]:
+    with using(db, read_only=True) as store:
+        return judge_campaign(store, plan, options)
+
+
+def compare_with_baseline(db: StoreOrPath, ref: str, options: Options = DEFAULTS) -> Comparison:
+    """A speculative run against its nearest same-environment baseline (same model, an
+    environment that passes the identity and capacity judgement, not profiled; nearest in
+    start time), saying which it chose and why; with none, the near misses and what
+    differs."""
+    with using(db, read_only=True) as store:
+        spec = load_run(store, ref, options.warmup)
+        rows = store.all(
+            "SELECT b.run_id, b.name, abs(epoch(b.started_at) - epoch(s.started_at)) AS gap "
+            "FROM runs b, runs s WHERE s.run_id = ? AND b.role = 'baseline' "
+            "AND b.model IS NOT DISTINCT FROM s.model AND b.run_id <> s.run_id "
+            f"AND b.run_id NOT IN ({WARMUP_RUNS}) "
+            "ORDER BY gap NULLS LAST, b.name", [spec.run_id])
+        tried: list[tuple[Comparison, RunSamples]] = []
+        for run_id, _, _ in rows:
+            base = load_run(store, run_id, options.warmup)
+            probe = Comparison(base.name, spec.name, base.run_id, spec.run_id, "comparable",
+                               None, options=options)
+            if judge_environment(base, spec, probe, options) and not base.profiled:
+                # judged like `compare --run BASE --run SPEC`: against the launch noise
+                noise = environment_noise(store, base)
+                c = compare_arms([base], [spec], options, noise.server,
+                                 client_noise=noise.client)
+                c.notes.insert(0, f"baseline chosen: {base.name}, the nearest in time of the "
+                                  f"baselines of the same model whose environment matches "
+                                  f"({len(rows)} baseline(s) of that model)")
+                return c
+            tried.append((probe, base))
+    c = Comparison("(none)", spec.name, "", spec.run_id, "incomparable", None,
+                   options=options, verdict="incomparable", exit_code=EXIT_INCOMPARABLE)
+    if spec.role != "speculative":
+        c.notes.append(f"{spec.name} is not a speculative run: give its baseline as well "
+                       "(compare --run BASELINE --run CANDIDATE)")
+    if not tried:
+        c.notes.append(f"no baseline of the same model as {spec.name} is in the database")
+        return c
+    c.notes.append(f"no same-environment baseline for {spec.name}; the nearest misses:")
+
+    def blocking(p: Comparison) -> int:
+        d = p.env_diff
+        return len(d.identity) + sum(j.blocks for j in p.capacity) if d else 0
+
+    for probe, base in sorted(tried, key=lambda t: blocking(t[0]))[:3]:
+        why = [n for n in probe.notes if not n.startswith(("profiled", "compared"))]
+        c.notes.append(f"  {base.name}: " + (" ".join(why) if why else
+                                             "profiled: never used as a baseline"))
+    return c
+
+
+def overall_exit(comparisons: Sequence[Comparison]) -> int:
+    codes = {c.exit_code for c in comparisons}
+    return next((c for c in SEVERITY if c in codes), EXIT_OK)
+
+
+
+
+def campaign_rounds(comparisons: Sequence[Comparison], plan: str, baseline: str
+                    ) -> tuple[int | None, dict[str, dict[int, float | None]]]:
+    """Each arm's rounds as the judgement saw them: every launch's steady decode median
+    at the stratum the verdict leads with (one definition of a launch's throughput, for
+    ``ab``, ``compare --campaign`` and the report alike).  Returns the stratum and
+    ``{arm: {round: value}}``; launches are named ``PLAN-ARM-rN``."""
+    stratum: int | None = None
+    rounds: dict[str, dict[int, float | None]] = {}
+    for c in comparisons:
+        m = primary_metric(c)
+        if m is None or m.launch is None:
+            continue
+        stratum = m.stratum
+        for arm, names, values in ((baseline, m.launch.names_a, m.launch.values_a),
+                                   (c.candidate.removeprefix(plan + "-"), m.launch.names_b,
+                                    m.launch.values_b)):
+            for name, value in zip(names, values, strict=True):
+                round_ = name.rsplit("-r", 1)[-1]
+                if round_.isdigit():
+                    rounds.setdefault(arm, {})[int(round_)] = value
+    return stratum, rounds

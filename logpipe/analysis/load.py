@@ -1,0 +1,223 @@
+"""Loading runs for judging: a run's steady samples, launches pooled into an arm, and the
+environment's measured launch noise (configurations repeated in it)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from logpipe.analysis import client as clients
+from logpipe.analysis.client import bench_of
+from logpipe.analysis.launches import (
+    Noise,
+    pool_noise,
+)
+from logpipe.analysis.pairing import Load, load_of
+from logpipe.analysis.results import NO_WARMUP, RunSamples
+from logpipe.analysis.steady import DECODE_KINDS, Warmup, steady_lines
+from logpipe.analysis.step_phases import load_steps
+from logpipe.env import RunEnv
+from logpipe.errors import InputError
+from logpipe.query import resolve_run
+from logpipe.store import Store
+
+# ------------------------------------------------------------------------------ load
+
+
+
+def load_run(store: Store, ref: str, warmup: Warmup = NO_WARMUP) -> RunSamples:
+    run_id = resolve_run(store, ref)
+    row = store.one(
+        "SELECT name, role, spec_algorithm, profiled, env, env_complete, format_era, "
+        "era_mask, engine_version, engine, tp_size, dp_size, pp_size, ep_size FROM runs "
+        "WHERE run_id = ?", [run_id])
+    assert row is not None
+    name, role, algo, profiled, env_json, complete, era_label, mask, version, engine = row[:10]
+    layout = tuple(row[10:])
+    facts = store.one(
+        "SELECT c.env_fingerprint, c.model, c.config_key, c.workload, "
+        "max(CASE WHEN e.key = 'launch.plan' THEN e.value END), "
+        "max(CASE WHEN e.key = 'launch.arm' THEN e.value END), "
+        "max(CASE WHEN e.key = 'launch.round' THEN e.value END), "
+        "count(CASE WHEN e.key = 'launch.profile' THEN 1 END) > 0 "
+        "FROM run_configs c LEFT JOIN run_env e ON e.run_id = c.run_id "
+        "AND e.key IN ('launch.plan', 'launch.arm', 'launch.round', 'launch.profile') "
+        "WHERE c.run_id = ? GROUP BY ALL", [run_id]) or (None,) * 8
+    fp, model, config_key, workload, plan, arm, round_, windowed = facts
+    lines = steady_lines(store, run_id, warmup)
+    steady = lines.filter(pl.col("state") == "steady")
+    dec = steady.filter(pl.col("kind").is_in(DECODE_KINDS))
+    decode: dict[int, np.ndarray] = {}
+    for (stratum,), group in dec.filter(pl.col("gen_throughput").is_not_null()).group_by(
+            "running_req"):
+        if stratum is not None:
+            decode[int(stratum)] = group["gen_throughput"].to_numpy()
+    pre = steady.filter((pl.col("kind") == "prefill") & pl.col("input_throughput").is_not_null())
+    flagged = lines.filter(pl.col("kind").is_in(DECODE_KINDS)
+                           & pl.col("cuda_graph").is_not_null())
+    counted = (flagged.filter(pl.col("past_warmup")) if "past_warmup" in flagged.columns
+               else flagged)
+    excluded = {str(r): int(n) for r, n in sorted(
+        lines.filter(pl.col("state") != "steady").group_by("reason").len().iter_rows(),
+        key=lambda rn: str(rn[0]))}
+
+    def col(frame: pl.DataFrame, name: str) -> np.ndarray:
+        return frame[name].drop_nulls().to_numpy().astype(float)
+
+    return RunSamples(
+        run_id=run_id, name=str(name), role=str(role), spec_algorithm=algo,
+        profiled=bool(profiled), env=RunEnv.from_json(env_json, bool(complete)),
+        format_era=era_label, era_mask=mask, engine_version=version, decode=decode,
+        accept_len=col(dec, "accept_len"), accept_rate=col(dec, "accept_rate"),
+        prefill=col(pre, "input_throughput"), token_usage=col(dec, "token_usage"),
+        graph_on=int(counted["cuda_graph"].sum()), graph_total=counted.height,
+        excluded=excluded,
+        graphs_off=flagged.height > 0 and not flagged["cuda_graph"].any(),
+        load=load_of(store, run_id), fingerprint=fp, model=model, config_key=config_key,
+        workload=workload, plan=plan, arm=arm,
+        round=int(round_) if round_ is not None and str(round_).isdigit() else None,
+        steps=tuple(load_steps(store, run_id)), engine=engine, layout=layout,
+        bench=bench_of(store, run_id), profile_window=bool(windowed),
+    )
+
+
+def pool(name: str, runs: Sequence[RunSamples]) -> RunSamples:
+    """Several runs of one arm (the rounds of an ``ab`` campaign) as one sample: lines of
+    the same concurrency stratum are pooled.  Identity comes from the first run; the
+    rounds share it by construction (one plan, one session)."""
+    first = runs[0]
+    if len(runs) == 1:
+        return first if first.name == name else dataclasses.replace(first, name=name)
+    decode: dict[int, np.ndarray] = {}
+    for r in runs:
+        for s, v in r.decode.items():
+            decode[s] = np.concatenate([decode[s], v]) if s in decode else v
+    excluded: dict[str, int] = {}
+    for r in runs:
+        for k, n in r.excluded.items():
+            excluded[k] = excluded.get(k, 0) + n
+
+    def cat(attr: str) -> np.ndarray:
+        return np.concatenate([getattr(r, attr) for r in runs])
+
+    loads = [r.load for r in runs]
+
+    def peak(attr: str) -> Any:
+        vals = [getattr(x, attr) for x in loads if getattr(x, attr) is not None]
+        return max(vals) if vals else None
+
+    return RunSamples(
+        run_id=first.run_id, name=name, role=first.role, spec_algorithm=first.spec_algorithm,
+        profiled=any(r.profiled for r in runs), env=first.env, format_era=first.format_era,
+        era_mask=first.era_mask, engine_version=first.engine_version, decode=decode,
+        accept_len=cat("accept_len"), accept_rate=cat("accept_rate"), prefill=cat("prefill"),
+        token_usage=cat("token_usage"), graph_on=sum(r.graph_on for r in runs),
+        graph_total=sum(r.graph_total for r in runs), excluded=excluded,
+        graphs_off=all(r.graphs_off for r in runs),
+        load=Load(peak("running"), peak("queued"), peak("batch"), peak("prefill"),
+                  peak("kv_tokens"), peak("token_usage"), any(x.retracted for x in loads)),
+        fingerprint=first.fingerprint, model=first.model, config_key=first.config_key,
+        workload=first.workload, plan=first.plan, arm=first.arm,
+        steps=tuple(s for r in runs for s in r.steps), engine=first.engine,
+        layout=first.layout, bench=first.bench,
+        profile_window=any(r.profile_window for r in runs))
+
+
+def arm_refs(refs: Sequence[str]) -> list[list[str]]:
+    """``--run`` values as arms: a comma-separated list is one arm of several launches."""
+    arms = [[x.strip() for x in r.split(",") if x.strip()] for r in refs]
+    if any(not a for a in arms):
+        raise InputError("an empty --run value", hint="--run NAME or --run NAME1,NAME2")
+    return arms
+
+
+WARMUP_RUNS = "SELECT run_id FROM run_env WHERE key = 'launch.role' AND value = 'warmup'"
+"""The warm-up launches of ``ab`` campaigns (cold caches): never judged, never a baseline,
+never launch noise."""
+
+
+def config_label(config_key: str | None, workload: str | None) -> str:
+    """One configuration run on one workload: what two repeat launches share."""
+    return f"{config_key}|{workload or ''}"
+
+
+def repeat_groups(store: Store, fingerprint: str | None, model: str | None,
+                  exclude: frozenset[str] = frozenset()) -> dict[str, list[str]]:
+    """The run ids of each group of two or more repeat launches (one configuration and
+    workload, :func:`config_label`) of an environment (fingerprint and model), in one
+    order on any storage: unprofiled, no warm-up launch, and none of ``exclude`` (those
+    being judged)."""
+    if fingerprint is None:
+        return {}
+    groups: dict[tuple[str, str], list[str]] = {}
+    for run_id, key, workload in store.all(
+            "SELECT run_id, config_key, coalesce(workload, '') FROM run_configs "
+            "WHERE env_fingerprint = ? AND model IS NOT DISTINCT FROM ? AND env_complete "
+            f"AND NOT coalesce(profiled, false) AND run_id NOT IN ({WARMUP_RUNS}) "
+            "ORDER BY run_id", [fingerprint, model]):
+        if run_id not in exclude:
+            groups.setdefault((key, workload), []).append(run_id)
+    return {config_label(key, workload): members
+            for (key, workload), members in sorted(groups.items()) if len(members) > 1}
+
+
+def noise_for(store: Store, fingerprint: str | None, model: str | None,
+              exclude: frozenset[str] = frozenset(),
+              groups: dict[str, list[str]] | None = None) -> dict[int, Noise]:
+    """The measured launch noise of an environment per stratum: the ``launch_noise`` view,
+    computed over the runs of that fingerprint and model only (the view reads every
+    run's lines), the runs in ``exclude`` (those being judged) left out; ``groups``: its
+    :func:`repeat_groups`, where already known."""
+    if groups is None:
+        groups = repeat_groups(store, fingerprint, model, exclude)
+    by_stratum: dict[int, dict[str, list[float]]] = {}
+    for label, members in groups.items():
+        values: dict[int, list[float]] = {}
+        for run_id in members:
+            for stratum, tps in store.all(
+                    "SELECT stratum, steady_tps FROM launch_values_of(?)", [run_id]):
+                values.setdefault(int(stratum), []).append(float(tps))
+        for stratum, vals in values.items():
+            by_stratum.setdefault(stratum, {})[label] = vals
+    out = {}
+    for stratum, gs in by_stratum.items():
+        n = pool_noise(gs)
+        if n is not None:
+            out[stratum] = n
+    return out
+
+
+@dataclass(frozen=True)
+class EnvNoise:
+    """An environment's measured launch noise: per server stratum and per client metric."""
+
+    server: dict[int, Noise] = field(default_factory=dict)
+    client: dict[str, Noise] = field(default_factory=dict)
+    pooled: EnvNoise | None = None
+    """The same without the launches being judged: what replicated arms pool their own
+    rounds with (their launches are not counted twice)."""
+
+
+def environment_noise(store: Store, run: RunSamples,
+                      launches: Sequence[Sequence[RunSamples]] = ()) -> EnvNoise:
+    """The launch noise of ``run``'s environment (fingerprint and model), both families.
+    When the arms judged are replicated (``launches``: each arm of two or more), their
+    own launches are left out: their rounds are pooled with the environment's noise, not
+    counted twice; a launch judged alone against the noise keeps its own A/A pairs."""
+    def measured(exclude: frozenset[str] = frozenset()) -> EnvNoise:
+        groups = repeat_groups(store, run.fingerprint, run.model, exclude)
+        return EnvNoise(noise_for(store, run.fingerprint, run.model, groups=groups),
+                        clients.client_noise(store, groups))
+
+    full = measured()
+    if not (len(launches) > 1 and all(len(arm) > 1 for arm in launches)):
+        return full
+    return dataclasses.replace(full, pooled=measured(
+        frozenset(r.run_id for arm in launches for r in arm)))
+
+
