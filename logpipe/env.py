@@ -494,26 +494,23 @@ def fingerprint(identity: Mapping[str, Any]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-# SGLang sets some variables itself at launch (reference §7): (variable, first, last,
-# effective value).  ``last`` None = newest.  Applied when the release is known.
-OVERRIDES: list[tuple[str, str, str | None, str]] = [
-    ("CUDA_DEVICE_MAX_CONNECTIONS", "0.3.4", "0.5.4", "4"),
-    ("CUDA_DEVICE_MAX_CONNECTIONS", "0.5.5", None, "8"),
-    ("NCCL_CUMEM_ENABLE", "0.2.15", "0.4.10", "0"),
-    ("NCCL_NVLS_ENABLE", "0.2.15", "0.4.1", "0"),
-    ("TORCH_NCCL_AVOID_RECORD_STREAMS", "0.2.15", "0.4.10", "1"),
-    ("CUDA_MODULE_LOADING", "0.4.4", "0.5.18", "AUTO"),
-]
+def forced_variables(engine: str | None, entries: Mapping[str, Entry]
+                     ) -> list[tuple[str, str, str, str]]:
+    """``(variable, value, engine name, engine and release)`` an engine sets itself at launch (its
+    :class:`logpipe.engines.CapacityRules`), for the release of its package in
+    ``entries``: the run's engine's, or every engine's whose package is there where the
+    run's engine is not known."""
+    from logpipe.engines import engine_named, engines
 
-
-def effective_overrides(version: str | None) -> dict[str, str]:
-    """Variables SGLang ``version`` forces at launch, with the value it forces."""
-    if not version:
-        return {}
-    out = {}
-    for var, first, last, value in OVERRIDES:
-        if in_range(version, first, last):
-            out[var] = value
+    known = engine_named(engine) if engine else None
+    out = []
+    for e in [known] if known is not None else engines():
+        version = entries.get(f"pkg.{e.packages[0]}") if e.packages else None
+        if version is None or not version.value:
+            continue
+        for var, first, last, value in e.capacity.forced_variables:
+            if in_range(str(version.value), first, last):
+                out.append((var, value, e.name, f"{e.display} {version.value}"))
     return out
 
 
@@ -599,13 +596,12 @@ def build_env(
         entries[k] = Entry(value, "server_args", conflict=conflict)
     if format_era:
         entries[f"{engine or 'server'}.format_era"] = Entry(format_era, "log format")
-    version = entries.get("pkg.sglang")
-    for var, forced in effective_overrides(version.value if version else None).items():
+    for var, forced, name, who in forced_variables(engine, entries):
         declared = entries.get(var)
         if declared is None or canonical(declared.value) != canonical(forced):
             note = (f"{declared.source} says {declared.value!r}; " if declared else "") + \
-                f"SGLang {version.value if version else '?'} sets it at launch"
-            entries[var] = Entry(forced, "sglang launch", conflict=note)
+                f"{who} sets it at launch"
+            entries[var] = Entry(forced, f"{name} launch", conflict=note)
     for key, value in (log_facts or {}).items():
         value = REDACTED if is_secret_key(key) and value not in (None, "") else value
         previous = entries.get(key)

@@ -52,11 +52,11 @@ STOP_WAIT_S = (30.0, 10.0)
 TAIL_LINES = 20
 PROFILE_AFTER_DECODE_LINES = 1
 """``--profile``: the profiler is started once the bench has made the server print this
-many ``Decode batch`` lines, so that it records busy decode steps, not the first prefills
-or an idle loop (an idle profile recorded the idle loop: tens of MB, minutes of export).
-One is enough: SGLang prints one every ``--decode-log-interval`` steps (40 by default), so
-the first means the server has been decoding that long."""
-RUNNING_RE = re.compile(r"#running-req: (\d+)")
+many decode batch lines (the engine's :class:`logpipe.engines.ServerRules`), so that it
+records busy decode steps, not the first prefills or an idle loop (an idle profile
+recorded the idle loop: tens of MB, minutes of export).  One is enough: SGLang prints
+one every ``--decode-log-interval`` steps (40 by default), so the first means the server
+has been decoding that long."""
 CONCURRENCY_RE = re.compile(r"--max-concurrency[ =](\d+)")
 
 
@@ -179,18 +179,24 @@ class Server:
 
     def __init__(self, command: list[str], log_path: Path, env: Mapping[str, str],
                  echo: Echo | None = None) -> None:
-        from logpipe.engines import engine_of_command
+        from logpipe.engines import engine_of_command, server_rules
 
         engine = engine_of_command(command)
         self.ready_lines = ((engine.ready_line,) if engine is not None and engine.ready_line
                             else READY_LINES_ANY)
+        self.rules = server_rules(engine)
+        """The engine's (or, for a command naming none, every engine's) decode line,
+        profile endpoint and server-info endpoints."""
+        self._decode = [(r.decode_line, re.compile(r.running) if r.running else None)
+                        for r in self.rules if r.decode_line]
+        self._profile_done = [r.profile_done_line for r in self.rules if r.profile_done_line]
         self.log_path = log_path
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
         self.ready_seen = threading.Event()
         self.decode_lines = 0
-        """``Decode batch`` lines printed so far (``--profile`` waits for busy steps)."""
+        """Decode batch lines printed so far (``--profile`` waits for busy steps)."""
         self.running = 0
-        """``#running-req`` of the last decode line (``--profile`` waits for the bench's
+        """Running requests of the last decode line (``--profile`` waits for the bench's
         concurrency)."""
         self.profile_done = threading.Event()
         self._echo = echo
@@ -216,12 +222,12 @@ class Server:
             self.tail.append(line)
             if any(ready in line for ready in self.ready_lines):
                 self.ready_seen.set()
-            elif "Decode batch" in line:
+            elif decode := next((d for d in self._decode if d[0] in line), None):
                 self.decode_lines += 1
-                found = RUNNING_RE.search(line)
+                found = decode[1].search(line) if decode[1] is not None else None
                 if found:
                     self.running = int(found.group(1))
-            elif "Profiling done" in line:
+            elif any(done in line for done in self._profile_done):
                 self.profile_done.set()
             if self._echo is not None:
                 self._echo(line)
@@ -302,9 +308,10 @@ class LaunchOptions:
     record_only: bool = False
     """Write the run folder and ingest nothing (standard library only: a bare GPU box)."""
     profile_steps: int | None = None
-    """Profile this many busy scheduler steps during the bench (``POST /start_profile``
-    with ``num_steps``, never open-ended); the trace goes to ``profile/`` in the run
-    folder, and only that window of the run is marked profiled."""
+    """Profile this many busy scheduler steps during the bench (the engine's profile
+    endpoint: SGLang's ``POST /start_profile`` with ``num_steps``, never open-ended); the
+    trace goes to ``profile/`` in the run folder, and only that window of the run is
+    marked profiled."""
     phases: str | None = None
     """``host`` or ``sync``: time the server's speculative phases (and a plain server's
     decode steps) with the engine's phase hook; ``sync`` synchronises the device at
@@ -348,8 +355,11 @@ def _run_dir(options: LaunchOptions) -> tuple[str, Path]:
     return name, out
 
 
-def _server_info(host: str, port: int) -> dict[str, Any] | None:
-    for path in ("/server_info", "/get_server_info"):
+def _server_info(server: Server, host: str, port: int) -> dict[str, Any] | None:
+    """What the server says it is, from the first of its engine's info endpoints that
+    answers."""
+    paths = dict.fromkeys(p for r in server.rules for p in r.info_endpoints)
+    for path in paths:
         status, body = _get(f"http://{host}:{port}{path}", timeout=10)
         if status == 200:
             try:
@@ -420,8 +430,9 @@ class _Profiler:
 
     def __init__(self, server: Server, host: str, port: int, out: Path, steps: int,
                  say: Echo, target: int | None = None) -> None:
-        self.server, self.url, self.steps, self.say = server, \
-            f"http://{host}:{port}/start_profile", steps, say
+        endpoint = next((r.profile_endpoint for r in server.rules if r.profile_endpoint), None)
+        self.server, self.steps, self.say = server, steps, say
+        self.url = f"http://{host}:{port}{endpoint}" if endpoint else None
         self.dir = out / "profile"
         self.bench_done = threading.Event()
         self.record: dict[str, Any] = {"steps": steps, "output_dir": "profile",
@@ -440,6 +451,10 @@ class _Profiler:
         return self.target is None or self.server.running >= self.target
 
     def _run(self) -> None:
+        if self.url is None:
+            self.record["status"] = "not taken"
+            self.record["message"] = "the server's engine has no profile endpoint logpipe knows"
+            return
         peak = 0
         while not self._steady():
             if self.server.decode_lines > self._start:
@@ -593,7 +608,7 @@ def _supervise(command: list[str], options: LaunchOptions, out: Path, name: str,
                               f"the server was not ready after {options.ready_timeout:g} s")
         else:
             say(f"logpipe: {name} is ready on {host}:{port}")
-            result.server_info = _server_info(host, port)
+            result.server_info = _server_info(server, host, port)
             if result.server_info is not None:
                 (out / "server_info.json").write_text(
                     json.dumps(result.server_info, indent=2, default=str) + "\n")

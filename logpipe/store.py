@@ -51,8 +51,9 @@ DEFAULT_DB = "logpipe.duckdb"
 CORE_TABLES = ("events", "http_requests", "rejects", "bench_results", "phase_timings",
                "request_metrics", "traces", "trace_kernels", "trace_annotations", "trace_ops")
 """The stored tables every engine shares; each engine adds its own (``Engine.tables``)."""
-UNMADE_LINE_TABLES = ("batches", "events", "http_requests")
-"""The record lines of a run taken back (:meth:`Store.unmake_runs`) are its rows here."""
+RUN_LINE_TABLES = ("events", "http_requests")
+"""The core's tables of one row per record line of a run (each engine adds its
+``record_tables``)."""
 INTERNAL = "logpipe_internal"
 """Schema of the stored tables, caches and bookkeeping (migration 0017)."""
 
@@ -62,6 +63,22 @@ def data_tables() -> tuple[str, ...]:
     from logpipe.engines import engines
 
     return (*CORE_TABLES, *(t for e in engines() for t in e.tables))
+
+
+def record_tables() -> tuple[str, ...]:
+    """The tables of one row per record line of a run: the record lines of a run taken
+    back (:meth:`Store.unmake_runs`) are its rows here."""
+    from logpipe.engines import engines
+
+    return (*(t for e in engines() for t in e.record_tables), *RUN_LINE_TABLES)
+
+
+def run_tables() -> tuple[str, ...]:
+    """The tables whose rows are all of one run's lines (taken back with the run): the
+    core's line tables and every engine's own."""
+    from logpipe.engines import engines
+
+    return (*RUN_LINE_TABLES, *(t for e in engines() for t in e.tables))
 
 
 def stored_tables() -> tuple[str, ...]:
@@ -603,14 +620,14 @@ class Store:
     def unmake_runs(self, run_ids: list[str]) -> list[int]:
         """Take back runs of the file being ingested (its transaction): their rows go,
         other tables' rows that named them keep no run.  Returns the line numbers of the
-        record lines they held (batches, events, HTTP lines), for ``rejects``."""
+        record lines they held (:func:`record_tables`), for ``rejects``."""
         if not run_ids:
             return []
         lines = [int(n) for (n,) in self.con.execute(" UNION ".join(
             f"SELECT line_no FROM {stored(t)} WHERE run_id IN (SELECT unnest(?))"
-            for t in UNMADE_LINE_TABLES) + " ORDER BY 1",
-            [run_ids] * len(UNMADE_LINE_TABLES)).fetchall()]
-        for table in ("batches", "events", "http_requests", "line_prefixes"):
+            for t in record_tables()) + " ORDER BY 1",
+            [run_ids] * len(record_tables())).fetchall()]
+        for table in run_tables():
             self.con.execute(f"DELETE FROM {stored(table)} WHERE run_id IN (SELECT unnest(?))",
                              [run_ids])
         self.con.execute(f"UPDATE {stored('rejects')} SET run_id = NULL "

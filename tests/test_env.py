@@ -125,6 +125,12 @@ def test_sglang_forced_variables_are_recorded_as_effective() -> None:
     assert entry.value == "8"
     assert entry.source == "sglang launch"
     assert "m.json says '1'" in (entry.conflict or "")
+    # the variables are SGLang's rule: a vLLM server in an environment that also has the
+    # SGLang package keeps what was declared
+    vllm = build_env(tiers=Tiers.load(), manifests=[("m.json", manifest)], engine="vllm")
+    assert vllm.entries["CUDA_DEVICE_MAX_CONNECTIONS"].value == "1"
+    assert build_env(tiers=Tiers.load(), manifests=[("m.json", manifest)], engine="sglang"
+                     ).entries["CUDA_DEVICE_MAX_CONNECTIONS"].value == "8"
 
 
 def test_manifest_and_log_disagree_both_kept() -> None:

@@ -290,3 +290,38 @@ def test_nccl_info_lines_without_a_variable_mean_it_is_unset(tmp_path: Path) -> 
     result = runner.invoke(app, ["env", "diff", "--db", str(db), "--run", "info-unset",
                                  "--run", "info-ring"])
     assert "NCCL_ALGO: (unset) → Ring" in result.stdout, result.stdout
+
+
+def test_capacity_keys_are_judged_by_the_runs_engine_rules() -> None:
+    """The keys, their measures and what speculation derives are each engine's rules: a
+    vLLM run's ``max_num_seqs`` is judged against its running requests, and SGLang's
+    derived-by-speculation rule does not reach a vLLM run."""
+    from logpipe.analysis.pairing import Load, Side, judge
+    from logpipe.env import DiffItem, Entry, EnvDiff, RunEnv
+
+    def side(name: str, role: str, engine: str, key: str, value: int, running: int) -> Side:
+        env = RunEnv({f"arg.{key}": Entry(value, "server_args", "capacity")}, True)
+        return Side(name, role, env, Load(running=running), engine=engine)
+
+    def diff(key: str, a: int, b: int) -> EnvDiff:
+        return EnvDiff("a", "b", True, True, [DiffItem(f"arg.{key}", "capacity", a, b,
+                                                       "server_args", "server_args")])
+
+    below = judge(side("a", "baseline", "vllm", "max_num_seqs", 256, 8),
+                  side("b", "speculative", "vllm", "max_num_seqs", 64, 8),
+                  diff("max_num_seqs", 256, 64))
+    assert [j.status for j in below] == ["below the load"]
+    assert "peaked at 8 running request(s)" in below[0].note
+    reached = judge(side("a", "baseline", "vllm", "max_num_seqs", 256, 64),
+                    side("b", "speculative", "vllm", "max_num_seqs", 64, 64),
+                    diff("max_num_seqs", 256, 64))
+    assert [(j.status, j.blocks) for j in reached] == [("reached", True)]
+    # SGLang derives max_running_requests under speculation; vLLM has no such rule
+    sglang = judge(side("a", "baseline", "sglang", "max_running_requests", 128, 4),
+                   side("b", "speculative", "sglang", "max_running_requests", 48, 4),
+                   diff("max_running_requests", 128, 48))
+    assert sglang[0].status == "derived" and "SGLang derives it" in sglang[0].note
+    vllm = judge(side("a", "baseline", "vllm", "max_running_requests", 128, 4),
+                 side("b", "speculative", "vllm", "max_running_requests", 48, 4),
+                 diff("max_running_requests", 128, 48))
+    assert vllm[0].status != "derived"

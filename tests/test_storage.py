@@ -328,3 +328,29 @@ def test_a_reader_during_an_ingest_sees_the_last_committed_state(tmp_path: Path,
     assert 0 < seen < 40
     assert query(db, "SELECT count(*) FROM sources") == [(40,)]
     assert not Path(f"{db}.readers-waiting").exists()
+
+
+def test_a_store_held_through_a_launch_lets_a_reader_in(tmp_path: Path) -> None:
+    """``ab`` holds the database open for writing for its whole campaign; while a launch
+    runs (:meth:`Store.lent`), a reader in another process gets in instead of waiting for
+    the campaign to end, and the writer has its connection back afterwards."""
+    import os
+    import subprocess
+    import sys
+
+    path = tmp_path / "db.duckdb"
+    reader = ("from logpipe.store import Store\n"
+              f"with Store.open({str(path)!r}, read_only=True) as s:\n"
+              "    print(s.one('SELECT count(*) FROM runs')[0])\n")
+    env = {**os.environ, "LOGPIPE_LOCK_WAIT": "30"}
+    with Store.open(path) as store:
+        with store.lent(every_s=0.05):
+            done = subprocess.run([sys.executable, "-c", reader], capture_output=True,
+                                  text=True, timeout=120, env=env, cwd=ROOT)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == "0"
+        assert store.one("SELECT count(*) FROM runs") == (0,)  # the writer's again
+        # without lending, the reader would wait for the writer: it gives up, saying so
+        held = subprocess.run([sys.executable, "-c", reader], capture_output=True, text=True,
+                              timeout=120, env={**env, "LOGPIPE_LOCK_WAIT": "1"}, cwd=ROOT)
+        assert held.returncode != 0 and "another process holds it" in held.stderr

@@ -1,4 +1,4 @@
-"""Judge the keys two runs differ in the way a careful SGLang engineer would.
+"""Judge the keys two runs differ in the way a careful engineer of their engine would.
 
 An identity difference makes two runs incomparable, but two kinds of server argument need
 judgement rather than a plain "differs":
@@ -8,7 +8,8 @@ judgement rather than a plain "differs":
   both runs stayed below both limits, a difference is a caveat printed with the numbers;
   when a run reached a limit the other did not have, the comparison is refused and the key,
   the limits and the observed load are named.
-- **Settings SGLang derives from the treatment.**  With speculative decoding SGLang resets
+- **Settings the engine derives from the treatment** (each engine's
+  :class:`logpipe.engines.CapacityRules`).  With speculative decoding SGLang resets
   ``max_running_requests`` (to 48), captures another CUDA-graph batch-size list, and sizes
   memory differently.  A difference in such a key between a speculative run and its
   baseline follows from the treatment when the user did not set the key in the speculative
@@ -16,7 +17,9 @@ judgement rather than a plain "differs":
   log line says it changed it): it is shown as "derived from the treatment", never a
   refusal.
 
-Pure: :func:`judge` takes two loaded runs and their environment diff.
+Pure: :func:`judge` takes two loaded runs and their environment diff; which keys are
+capacity keys, what measures their load and what speculation derives are the run's
+engine's rules (:func:`logpipe.engines.capacity_rules`).
 """
 
 from __future__ import annotations
@@ -26,34 +29,10 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from logpipe.engines import CapacityRules, capacity_rules, engine_named
 from logpipe.env import EnvDiff, RunEnv, launch_args
 from logpipe.store import Store
 
-# capacity key (server argument) → what the load is measured by
-MEASURES: dict[str, str] = {
-    "max_running_requests": "running",
-    "max_queued_requests": "queued",
-    "cuda_graph_max_bs": "batch",
-    "cuda_graph_bs": "batch",
-    "cuda_graph_config": "batch",
-    "cuda_graph_max_bs_decode": "batch",
-    "cuda_graph_bs_decode": "batch",
-    "torch_compile_max_bs": "batch",
-    "chunked_prefill_size": "prefill",
-    "max_prefill_tokens": "prefill",
-    "max_total_tokens": "kv",
-    "mem_fraction_static": "kv",
-}
-# the effective value SGLang prints on its capacity line, where the argument was left auto
-EFFECTIVE = {"max_running_requests": "max_running_requests",
-             "chunked_prefill_size": "chunked_prefill_size",
-             "max_prefill_tokens": "max_prefill_tokens",
-             "max_total_tokens": "max_total_num_tokens"}
-# what SGLang derives by itself when speculative decoding is on (reference §4)
-DERIVED_BY_SPECULATION = frozenset({
-    "max_running_requests", "cuda_graph_max_bs", "cuda_graph_bs", "cuda_graph_config",
-    "cuda_graph_max_bs_decode", "cuda_graph_bs_decode", "mem_fraction_static",
-})
 KV_FULL = 0.95
 """Token usage at or above this share of the KV pool: the pool was the limit."""
 
@@ -131,6 +110,8 @@ class Side:
     env: RunEnv
     load: Load
     graphs_off: bool = False
+    engine: str | None = None
+    """``runs.engine``: whose rules judge its keys."""
 
 
 def user_set(env: RunEnv) -> set[str] | None:
@@ -144,9 +125,9 @@ def user_set(env: RunEnv) -> set[str] | None:
         return None
 
 
-def limit(key: str, env: RunEnv) -> float | None:
+def limit(key: str, env: RunEnv, rules: CapacityRules) -> float | None:
     """The limit a capacity key set in a run: its value, a list's largest entry, a graph
-    config's decode ``max_bs``, or (left auto) the effective value SGLang printed."""
+    config's decode ``max_bs``, or (left auto) the effective value the engine printed."""
     entry = env.entries.get(f"arg.{key}")
     value = entry.value if entry else None
     if isinstance(value, str) and value.strip().startswith(("[", "{")):
@@ -160,8 +141,8 @@ def limit(key: str, env: RunEnv) -> float | None:
     if isinstance(value, list | tuple):
         nums = [v for v in value if isinstance(v, int | float)]
         value = max(nums) if nums else None
-    if value in (None, "", "None") and key in EFFECTIVE:
-        eff = env.entries.get(f"effective.{EFFECTIVE[key]}")
+    if value in (None, "", "None") and key in rules.effective:
+        eff = env.entries.get(f"effective.{rules.effective[key]}")
         value = eff.value if eff else None
     try:
         return float(value) if value not in (None, "", "None") else None
@@ -169,9 +150,10 @@ def limit(key: str, env: RunEnv) -> float | None:
         return None
 
 
-def _derived(key: str, spec: Side, base: Side) -> str | None:
+def _derived(key: str, spec: Side, base: Side, rules: CapacityRules,
+             display: str) -> str | None:
     """Why ``key`` follows from the treatment in ``spec`` (None: it may not)."""
-    if key not in DERIVED_BY_SPECULATION:
+    if key not in rules.derived_by_speculation:
         return None
     named = user_set(spec.env)
     if named is not None and key in named:
@@ -181,11 +163,11 @@ def _derived(key: str, spec: Side, base: Side) -> str | None:
         return None  # the baseline's value was chosen, not a default
     said = spec.env.entries.get(f"adjusted.{key}")
     if said is not None:
-        return f"SGLang's log says it set it to {said.value} for speculative decoding"
+        return f"{display}'s log says it set it to {said.value} for speculative decoding"
     if named is not None:
-        return "not in the speculative run's launch command: SGLang derived it"
-    return ("SGLang derives it when speculation is on (no launch command recorded to show "
-            "the user set it)")
+        return f"not in the speculative run's launch command: {display} derived it"
+    return (f"{display} derives it when speculation is on (no launch command recorded to "
+            "show the user set it)")
 
 
 def _reached(measure: str, lim: float, load: Load) -> bool:
@@ -221,13 +203,17 @@ def judge(a: Side, b: Side, d: EnvDiff) -> list[KeyJudgement]:
     out: list[KeyJudgement] = []
     roles = {a.role, b.role}
     spec, base = (a, b) if a.role == "speculative" else (b, a)
+    rules = capacity_rules(spec.engine or base.engine)
+    known_engine = engine_named(spec.engine or base.engine or "")
+    display = known_engine.display if known_engine is not None else "the engine"
     for item in d.capacity:
         key = item.key.removeprefix("arg.")
-        measure = MEASURES.get(key, "kv")
-        la, lb = limit(key, a.env), limit(key, b.env)
+        measure = rules.measures.get(key, "kv")
+        la, lb = limit(key, a.env, rules), limit(key, b.env, rules)
         pair = f"{_shown(item.a, la)} vs {_shown(item.b, lb)}"
         loads = f"{a.name} {a.load.words(measure)}, {b.name} {b.load.words(measure)}"
-        why = _derived(key, spec, base) if roles == {"speculative", "baseline"} else None
+        why = _derived(key, spec, base, rules, display) \
+            if roles == {"speculative", "baseline"} else None
         if why is not None:
             out.append(KeyJudgement(item.key, item.a, item.b, "derived",
                                     f"{key} {pair}: derived from the treatment ({why}); "
@@ -252,8 +238,8 @@ def judge(a: Side, b: Side, d: EnvDiff) -> list[KeyJudgement]:
                                     f"({_fmt(low)}) in {', '.join(hit)}; {loads}", True))
         elif len(known) < 2:
             out.append(KeyJudgement(item.key, item.a, item.b, "below the load",
-                                    f"{key} {pair}: one limit was left to SGLang and not "
-                                    f"printed; both runs stayed below the other: {loads}",
+                                    f"{key} {pair}: one limit was left to {display} and "
+                                    f"not printed; both runs stayed below the other: {loads}",
                                     False))
         else:
             out.append(KeyJudgement(item.key, item.a, item.b, "below the load",

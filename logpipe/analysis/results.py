@@ -106,7 +106,7 @@ class RunSamples:
         return self.profile_window or self.profiled
 
     def side(self) -> Side:
-        return Side(self.name, self.role, self.env, self.load, self.graphs_off)
+        return Side(self.name, self.role, self.env, self.load, self.graphs_off, self.engine)
 
     def accept_rate_definition(self) -> str:
         engine = engine_named(self.engine) if self.engine else None

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -27,6 +27,41 @@ from logpipe.sources import Source, load, register
 ENTRY_POINT_GROUP = "logpipe.engines"
 BUILTIN = ("logpipe.engines.sglang:ENGINE", "logpipe.engines.vllm:ENGINE")
 """The engines that ship with logpipe, loaded by name like an entry point."""
+
+
+@dataclass(frozen=True)
+class CapacityRules:
+    """How an engine's limits are judged against the load (:mod:`logpipe.analysis.pairing`)."""
+
+    measures: Mapping[str, str] = field(default_factory=dict)
+    """Capacity argument → what the load is measured by: ``running``, ``queued``,
+    ``batch``, ``prefill`` or ``kv``."""
+    effective: Mapping[str, str] = field(default_factory=dict)
+    """Capacity argument → the ``effective.*`` fact its log prints when the argument was
+    left to the engine."""
+    derived_by_speculation: frozenset[str] = frozenset()
+    """Arguments the engine sets itself when speculative decoding is on: a difference
+    from the baseline follows from the treatment unless the user set them."""
+    forced_variables: tuple[tuple[str, str, str | None, str], ...] = ()
+    """``(variable, first release, last release or None, value)``: environment variables
+    the engine sets itself at launch, by release of its first package."""
+
+
+@dataclass(frozen=True)
+class ServerRules:
+    """What ``launch`` watches for in a running server's output and asks of its API."""
+
+    decode_line: str | None = None
+    """Text of a decode batch line (``--profile`` waits for busy steps)."""
+    running: str | None = None
+    """Regular expression whose group 1 is the running requests of a decode line."""
+    profile_endpoint: str | None = None
+    """``POST`` path that profiles a number of steps (``--profile``)."""
+    profile_done_line: str | None = None
+    """Text of the line that says the profile's trace was written."""
+    info_endpoints: tuple[str, ...] = ()
+    """``GET`` paths that describe the server (tried in order; kept as
+    ``server_info.json``)."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +111,9 @@ class Engine:
     tables: tuple[str, ...] = ()
     """The stored tables of its own (in ``logpipe_internal``, with ``run_id`` and
     ``source_id``; shown in ``main`` with ``source_path``), beside the core's."""
+    record_tables: tuple[str, ...] = ()
+    """Those of its tables with one row per record line (``line_no``): a run taken back
+    sends these lines to ``rejects``."""
     migrations: str | None = None
     """``module:folder`` of its numbered ``*.sql`` migrations, applied after the core's and
     recorded per engine in ``logpipe_internal.engine_migrations``."""
@@ -83,6 +121,10 @@ class Engine:
     """``module:file`` of its fragment of the neutral ``run_samples(rid)`` macro: a
     ``SELECT`` of :data:`logpipe.store.SAMPLE_COLUMNS` from its tables, for run ``rid``
     (NULL: every run)."""
+    capacity: CapacityRules = field(default_factory=CapacityRules)
+    """Its limits, the settings its speculation derives, the variables it forces."""
+    server: ServerRules = field(default_factory=ServerRules)
+    """Its decode lines, profile endpoint and server-info endpoints, for ``launch``."""
 
 
 @functools.cache
@@ -131,6 +173,26 @@ def phase_hook_dir(engine: Engine) -> str | None:
 
 def engine_named(name: str) -> Engine | None:
     return next((e for e in engines() if e.name == name), None)
+
+
+def capacity_rules(name: str | None) -> CapacityRules:
+    """The capacity rules of engine ``name``; of every engine at once where the engine is
+    not known (a run without a log: its keys are judged by whichever engine names them)."""
+    engine = engine_named(name) if name else None
+    if engine is not None:
+        return engine.capacity
+    every = [e.capacity for e in engines()]
+    return CapacityRules(
+        measures={k: v for r in reversed(every) for k, v in r.measures.items()},
+        effective={k: v for r in reversed(every) for k, v in r.effective.items()},
+        derived_by_speculation=frozenset().union(*(r.derived_by_speculation for r in every)),
+        forced_variables=tuple(v for r in every for v in r.forced_variables))
+
+
+def server_rules(engine: Engine | None) -> list[ServerRules]:
+    """What ``launch`` watches for: the engine's rules, or every engine's where the command
+    names none (a wrapper script)."""
+    return [engine.server] if engine is not None else [e.server for e in engines()]
 
 
 def name_words() -> frozenset[str]:

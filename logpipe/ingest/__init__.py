@@ -50,7 +50,7 @@ from logpipe.ingest.linking import link_records, mark_duplicate_benchmarks
 from logpipe.ingest.walk import run_base_name, walk
 from logpipe.readers import read_head, take_damage
 from logpipe.sources import HEAD_BYTES, bench, deep_window, detect, load
-from logpipe.store import Store
+from logpipe.store import Store, run_tables
 from logpipe.traces import apply_trace_env
 
 
@@ -143,7 +143,7 @@ def ingest_files(files: list[tuple[Path, Path]], db: Store | Path, options: EnvO
                 for f in result.files:
                     if f.path in copies:
                         f.runs_created = 0
-                        for table in ("batches", "events", "http_requests", "line_prefixes"):
+                        for table in run_tables():
                             f.rows.pop(table, None)
                 result.unlinked = link_records(store)
                 apply_trace_env(store, options.tiers or Tiers.load())

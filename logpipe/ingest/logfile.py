@@ -28,7 +28,7 @@ from logpipe.ingest.changes import HEAD_HASH_BYTES, TAIL_HASH_BYTES, decide, rec
 from logpipe.ingest.walk import unique_run_name
 from logpipe.readers import line_blocks, lines_at, open_binary, skip_to
 from logpipe.sources import bench, load
-from logpipe.store import UNMADE_LINE_TABLES, Spool, Store
+from logpipe.store import Spool, Store, record_tables
 
 AHEAD = 2
 """Blocks prepared ahead of the one being finished (one per core of a small machine)."""
@@ -179,7 +179,7 @@ def _unmake_quoted_runs(store: Store, path: Path, key: str, runs: RunBook,
          "raw": [raw.get(n) for n in lines]},
         schema={"line_no": pl.Int64, "run_id": pl.String, "reason": pl.String,
                 "raw": pl.String}), source_path=key)
-    for table in UNMADE_LINE_TABLES:
+    for table in record_tables():
         res.rows.pop(table, None)
     res.rows["rejects"] = res.rows.get("rejects", 0) + len(lines)
     runs.forget()

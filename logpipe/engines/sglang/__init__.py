@@ -5,10 +5,53 @@ the C fast lane; its format eras (:mod:`.era`) and ``server_args`` (:mod:`.serve
 
 from __future__ import annotations
 
-from logpipe.engines import Engine
+from logpipe.engines import CapacityRules, Engine, ServerRules
 from logpipe.engines.sglang.kind import SOURCE
 
 NAME = "sglang"
+
+CAPACITY = CapacityRules(
+    measures={
+        "max_running_requests": "running",
+        "max_queued_requests": "queued",
+        "cuda_graph_max_bs": "batch",
+        "cuda_graph_bs": "batch",
+        "cuda_graph_config": "batch",
+        "cuda_graph_max_bs_decode": "batch",
+        "cuda_graph_bs_decode": "batch",
+        "torch_compile_max_bs": "batch",
+        "chunked_prefill_size": "prefill",
+        "max_prefill_tokens": "prefill",
+        "max_total_tokens": "kv",
+        "mem_fraction_static": "kv",
+    },
+    # the effective value its capacity line prints, where the argument was left auto
+    effective={"max_running_requests": "max_running_requests",
+               "chunked_prefill_size": "chunked_prefill_size",
+               "max_prefill_tokens": "max_prefill_tokens",
+               "max_total_tokens": "max_total_num_tokens"},
+    # what SGLang derives by itself when speculative decoding is on (reference §4)
+    derived_by_speculation=frozenset({
+        "max_running_requests", "cuda_graph_max_bs", "cuda_graph_bs", "cuda_graph_config",
+        "cuda_graph_max_bs_decode", "cuda_graph_bs_decode", "mem_fraction_static"}),
+    # variables SGLang sets itself at launch (reference §7), by release
+    forced_variables=(
+        ("CUDA_DEVICE_MAX_CONNECTIONS", "0.3.4", "0.5.4", "4"),
+        ("CUDA_DEVICE_MAX_CONNECTIONS", "0.5.5", None, "8"),
+        ("NCCL_CUMEM_ENABLE", "0.2.15", "0.4.10", "0"),
+        ("NCCL_NVLS_ENABLE", "0.2.15", "0.4.1", "0"),
+        ("TORCH_NCCL_AVOID_RECORD_STREAMS", "0.2.15", "0.4.10", "1"),
+        ("CUDA_MODULE_LOADING", "0.4.4", "0.5.18", "AUTO"),
+    ),
+)
+
+SERVER = ServerRules(
+    decode_line="Decode batch",
+    running=r"#running-req: (\d+)",
+    profile_endpoint="/start_profile",
+    profile_done_line="Profiling done",
+    info_endpoints=("/server_info", "/get_server_info"),
+)
 
 ENGINE = Engine(
     name=NAME,
@@ -26,5 +69,8 @@ ENGINE = Engine(
     accept_rate_by_release="logpipe.engines.sglang.era:accept_rate_definition",
     about="logpipe.engines.sglang.fastlane:about",
     tables=("batches", "line_prefixes"),  # made by the core's migrations 0001 and 0014
+    record_tables=("batches",),
     samples_sql="logpipe.engines.sglang:samples.sql",
+    capacity=CAPACITY,
+    server=SERVER,
 )

@@ -4,7 +4,7 @@ facts, uvicorn access lines)."""
 
 from __future__ import annotations
 
-from logpipe.engines import Engine
+from logpipe.engines import CapacityRules, Engine
 from logpipe.engines.vllm.kind import SOURCE
 
 NAME = "vllm"
@@ -24,5 +24,14 @@ ENGINE = Engine(
     accept_rate=("accepted / drafted tokens over the stats interval (the spec line; V0's "
                  "counts since start taken as differences)"),
     tables=("vllm_stats", "vllm_spec_metrics"),  # made by the core's migration 0022
+    record_tables=("vllm_stats", "vllm_spec_metrics"),
     samples_sql="logpipe.engines.vllm:samples.sql",
+    # its limits (engine args, tier capacity): the running sequences, the tokens of one
+    # step, the KV pool's share of device memory or bytes
+    capacity=CapacityRules(measures={
+        "max_num_seqs": "running",
+        "max_num_batched_tokens": "prefill",
+        "gpu_memory_utilization": "kv",
+        "kv_cache_memory_bytes": "kv",
+    }),
 )
