@@ -644,8 +644,8 @@ def launch(
     bench's console output and whatever the bench writes under {out}.  Exit 0 when the
     server came up and the bench passed, 2 otherwise (the run is ingested either way).
     """
-    from logpipe.experiment import LaunchOptions
-    from logpipe.experiment import launch as run_launch
+    from logpipe.experiment.launch import LaunchOptions
+    from logpipe.experiment.launch import launch as run_launch
     from logpipe.report import launch_text
 
     try:
@@ -720,14 +720,14 @@ def ab(
     """
     _state["json"] = fmt == "json"
     from logpipe.analysis.client_metrics import parse_primary
-    from logpipe.experiment import (
+    from logpipe.experiment.plan import (
         check_plan,
         load_plan,
         phases_key,
         plan_from_flags,
-        run_plan,
         schedule_text,
     )
+    from logpipe.experiment.run import run_plan
     from logpipe.report import plan_json, plan_text
 
     if fmt not in ("table", "json"):

@@ -23,17 +23,10 @@ from typer.testing import CliRunner
 
 from logpipe.cli import app
 from logpipe.errors import InputError
-from logpipe.experiment import (
-    Arm,
-    LaunchOptions,
-    Plan,
-    check_plan,
-    launch,
-    load_plan,
-    port_in_use,
-    run_plan,
-    split_env,
-)
+from logpipe.experiment.launch import LaunchOptions, launch
+from logpipe.experiment.plan import Arm, Plan, check_plan, load_plan, split_env
+from logpipe.experiment.run import run_plan
+from logpipe.experiment.supervise import port_in_use
 from logpipe.ingest import ingest_paths
 from logpipe.report import plan_text
 from tests.conftest import ROOT, SAMPLES, query
@@ -730,7 +723,7 @@ def test_a_warm_up_launch_by_default_where_caches_are_cold() -> None:
     """An unjudged launch of each arm before round 1: on by default when the plan
     profiles or an engine compiles kernels at first use on a GPU; off on a CPU engine or
     when the plan says so; the schedule shows it."""
-    from logpipe.experiment import schedule_text, warmup_default
+    from logpipe.experiment.plan import schedule_text, warmup_default
 
     gpu = ["python", "-m", "sglang.launch_server", "--model-path", "m"]
     cpu = [*gpu, "--device", "cpu"]

@@ -101,7 +101,7 @@ def test_explain_refuses_a_cycle_and_a_step_of_unlike_batches() -> None:
 
 
 def test_the_profiler_waits_for_the_bench_concurrency() -> None:
-    from logpipe.experiment import bench_concurrency
+    from logpipe.experiment.supervise import bench_concurrency
 
     assert bench_concurrency("python -m sglang.bench_serving --max-concurrency 32 --x 1") == 32
     assert bench_concurrency("vllm bench serve --max-concurrency=8") == 8

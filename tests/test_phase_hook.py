@@ -131,7 +131,7 @@ def test_an_unknown_release_is_said_and_left_alone(tmp_path: Path) -> None:
 
 def test_launch_phases_refuses_a_server_it_cannot_hook(tmp_path: Path) -> None:
     from logpipe.errors import InputError
-    from logpipe.experiment import _phase_env
+    from logpipe.experiment.launch import _phase_env
 
     with pytest.raises(InputError, match="no phase hook"):
         _phase_env(["python", "my_server.py"], "host", {})

