@@ -411,16 +411,16 @@ def test_plan_sweep_expands_candidates(tmp_path: Path) -> None:
 def counted_opens(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every connection made to a database file from now on (opens, and reopens after
     letting a reader in), by path."""
-    import logpipe.store as store_module
+    from logpipe.store import connection
 
     opened: list[str] = []
-    connect = store_module._connect
+    connect = connection.connect
 
     def counting(path: str, read_only: bool) -> Any:
         opened.append(path)
         return connect(path, read_only)
 
-    monkeypatch.setattr(store_module, "_connect", counting)
+    monkeypatch.setattr(connection, "connect", counting)
     return opened
 
 

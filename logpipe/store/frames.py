@@ -1,0 +1,84 @@
+"""Rows written from frames: each table's columns in order, repeated texts stored once as
+labels (``<name>_code``), the file's ``source_id`` on every row."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from logpipe.store.schema import FEW_LABELS, INTERNAL, LABEL_SUFFIX, stored, stored_tables
+from logpipe.store.sources import SourceRows
+
+if TYPE_CHECKING:
+    import polars as pl
+
+
+class FrameRows(SourceRows):
+    """Inserting frames of rows into the stored tables."""
+
+    def rows_for(self, table: str, frame: pl.DataFrame, constants: dict[str, Any]
+                 ) -> pl.DataFrame:
+        """``frame`` plus constant columns, cut to ``table``'s stored columns in their
+        order; a ``source_path`` constant is stored as its ``source_id``, a text column
+        stored as ``<name>_code`` as its labels."""
+        import polars as pl
+
+        columns = [c for c, _ in self.columns(
+            table, INTERNAL if table in stored_tables() else "main")]
+        if "source_path" in constants:
+            constants = dict(constants)
+            frame = frame.with_columns(pl.lit(self.source_id(constants.pop("source_path")),
+                                              dtype=pl.Int32).alias("source_id"))
+        frame = frame.with_columns(
+            [pl.lit(v, dtype=pl.String).alias(k) for k, v in constants.items()])
+        codes = [self._coded(frame.get_column(c[:-len(LABEL_SUFFIX)])).alias(c)
+                 for c in columns
+                 if c.endswith(LABEL_SUFFIX) and c[:-len(LABEL_SUFFIX)] in frame.columns]
+        if codes:
+            frame = frame.with_columns(codes)
+        return frame.select([c for c in columns if c in frame.columns])
+
+    def _coded(self, texts: pl.Series) -> pl.Series:
+        """``texts`` as their ``label_id`` (null stays null), new texts added to ``labels``.
+
+        A column of a few texts (a block's kinds, rank tags, graph labels) is coded by one
+        comparison with each: ~4 ms for 240 k rows against ~8 ms for ``replace_strict``,
+        which hashes every row's text."""
+        import polars as pl
+
+        ids = self.label_ids(texts.unique().drop_nulls().to_list())
+        if not ids:
+            return pl.Series(texts.name, dtype=pl.Int32).extend_constant(None, len(texts))
+        if len(ids) > FEW_LABELS:
+            return texts.replace_strict(ids, default=None, return_dtype=pl.Int32)
+        code = pl.lit(None, pl.Int32)
+        for text, label_id in ids.items():
+            code = pl.when(pl.lit(texts) == text).then(pl.lit(label_id, pl.Int32)).otherwise(code)
+        return pl.select(code.alias(texts.name)).to_series()
+
+    def label_ids(self, texts: list[str]) -> dict[str, int]:
+        """The ``label_id`` of each of ``texts``, adding those ``labels`` lacks."""
+        if self._labels is None:
+            self._labels = dict(self.all(f"SELECT label, label_id FROM {INTERNAL}.labels"))
+        new = [t for t in texts if t not in self._labels]
+        if new:
+            first = max(self._labels.values(), default=0) + 1
+            rows = list(zip(range(first, first + len(new)), new, strict=True))
+            self.con.executemany(f"INSERT INTO {INTERNAL}.labels VALUES (?, ?)", rows)
+            self._labels.update((t, i) for i, t in rows)
+        return {t: self._labels[t] for t in texts}
+
+    def insert(self, table: str, frame: pl.DataFrame, **constants: Any) -> int:
+        """Append ``frame`` (plus constant columns) to ``table``; returns rows written."""
+        if frame.height == 0:
+            return 0
+        frame = self.rows_for(table, frame, constants)
+        cols = frame.columns
+        arrow = frame.to_arrow()
+        self.con.register("_incoming", arrow)
+        try:
+            col_list = ", ".join(cols)
+            self.con.execute(f"INSERT INTO {stored(table)} ({col_list}) "
+                             f"SELECT {col_list} FROM _incoming")
+        finally:
+            self.con.unregister("_incoming")
+        return frame.height

@@ -1,0 +1,194 @@
+"""The ``runs`` rows and what hangs on them: made, widened, re-clocked, given their
+environment, linked to records, taken back; ``profiled`` derived from its evidence."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from logpipe.store.frames import FrameRows
+from logpipe.store.schema import INTERNAL, record_tables, run_tables, stored
+
+if TYPE_CHECKING:
+
+    from logpipe.env import RunEnv
+
+
+class RunRows(FrameRows):
+    """Reading and writing the rows of ``runs`` and ``run_env``."""
+
+    def unmake_runs(self, run_ids: list[str]) -> list[int]:
+        """Take back runs of the file being ingested (its transaction): their rows go,
+        other tables' rows that named them keep no run.  Returns the line numbers of the
+        record lines they held (:func:`record_tables`), for ``rejects``."""
+        if not run_ids:
+            return []
+        lines = [int(n) for (n,) in self.con.execute(" UNION ".join(
+            f"SELECT line_no FROM {stored(t)} WHERE run_id IN (SELECT unnest(?))"
+            for t in record_tables()) + " ORDER BY 1",
+            [run_ids] * len(record_tables())).fetchall()]
+        for table in run_tables():
+            self.con.execute(f"DELETE FROM {stored(table)} WHERE run_id IN (SELECT unnest(?))",
+                             [run_ids])
+        self.con.execute(f"UPDATE {stored('rejects')} SET run_id = NULL "
+                         "WHERE run_id IN (SELECT unnest(?))", [run_ids])
+        for table in ("bench_results", "phase_timings", "request_metrics", "traces"):
+            self.con.execute(f"UPDATE {stored(table)} SET run_id = NULL, link_method = NULL "
+                             "WHERE run_id IN (SELECT unnest(?))", [run_ids])
+        self.con.execute("DELETE FROM run_env WHERE run_id IN (SELECT unnest(?))", [run_ids])
+        self.con.execute(f"DELETE FROM {stored('runs')} WHERE run_id IN (SELECT unnest(?))",
+                         [run_ids])
+        return lines
+
+    def name_taken(self, name: str) -> bool:
+        return self.one("SELECT 1 FROM runs WHERE name = ?", [name]) is not None
+
+    # -- runs and their environments: every write of ``runs`` and ``run_env`` ----------
+
+    def add_runs(self, runs: list[tuple[Any, ...]], *, engine: str) -> None:
+        """Launches seen for the first time, one statement (a file may hold hundreds):
+        ``(run_id, name, source_path, run_seq, first_line, started_at, ended_at,
+        format_era, era_mask)`` each, baselines until their arguments say more, of
+        ``engine`` (``runs.engine``)."""
+        if not runs:
+            return
+        cols = list(zip(*runs, strict=True))
+        ids = [self.source_id(p) for p in cols[2]]
+        self.con.execute(
+            f"INSERT INTO {stored('runs')} (run_id, name, source_id, run_seq, first_line, "
+            "started_at, ended_at, engine, format_era, era_mask, role, env_complete, "
+            "profiled, env, tags) SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), "
+            "unnest(?::INTEGER[]), unnest(?::INTEGER[]), unnest(?::BIGINT[]), "
+            "unnest(?::TIMESTAMP[]), unnest(?::TIMESTAMP[]), ?, unnest(?::VARCHAR[]), "
+            "unnest(?::BIGINT[]), 'baseline', false, false, '{}', '{}'",
+            [list(cols[0]), list(cols[1]), ids, list(cols[3]), list(cols[4]), list(cols[5]),
+             list(cols[6]), engine, list(cols[7]), list(cols[8])])
+
+    def update_runs(self, updates: list[tuple[str, dict[str, Any]]]) -> None:
+        """Set columns of many runs, one statement per set of columns (``update_run`` of
+        each costs a statement per run)."""
+        types = dict(self.columns("runs", INTERNAL))
+        groups: dict[tuple[str, ...], list[tuple[str, dict[str, Any]]]] = {}
+        for run_id, values in updates:
+            if values:
+                groups.setdefault(tuple(values), []).append((run_id, values))
+        for cols, members in groups.items():
+            select = ", ".join(["unnest(?::VARCHAR[]) AS run_id_"] + [
+                f"unnest(?::{types[c]}[]) AS v{i}" for i, c in enumerate(cols)])
+            sets = ", ".join(f"{c} = v.v{i}" for i, c in enumerate(cols))
+            self.con.execute(
+                f"UPDATE {stored('runs')} SET {sets} FROM (SELECT {select}) v "
+                "WHERE run_id = v.run_id_",
+                [[m[0] for m in members]] + [[m[1][c] for m in members] for c in cols])
+
+    def set_run_clocks(self, clocks: list[tuple[str, int | None, str | None]]) -> None:
+        """``(run_id, utc_offset_s, clock_source)`` of many runs in one statement."""
+        if not clocks:
+            return
+        ids, offsets, sources = (list(x) for x in zip(*clocks, strict=True))
+        self.con.execute(
+            f"UPDATE {stored('runs')} SET utc_offset_s = v.o, clock_source = v.s FROM "
+            "(SELECT unnest(?::VARCHAR[]) AS r, unnest(?::INTEGER[]) AS o, "
+            "unnest(?::VARCHAR[]) AS s) v WHERE run_id = v.r AND "
+            "(utc_offset_s IS DISTINCT FROM v.o OR clock_source IS DISTINCT FROM v.s)",
+            [ids, offsets, sources])
+
+    def update_run(self, run_id: str, **values: Any) -> None:
+        """Set columns of a run (a row is rewritten only when a value differs)."""
+        if not values:
+            return
+        cols = list(values)
+        self.con.execute(
+            f"UPDATE {stored('runs')} SET {', '.join(f'{c} = ?' for c in cols)} "
+            f"WHERE run_id = ? AND ({' OR '.join(f'{c} IS DISTINCT FROM ?' for c in cols)})",
+            [values[c] for c in cols] + [run_id] + [values[c] for c in cols])
+
+    def widen_run(self, run_id: str, first_ts: Any, last_ts: Any, format_era: str | None,
+                  era_mask: int | None) -> None:
+        """More lines of a known launch: its time span grows, its era narrows."""
+        self.con.execute(
+            f"UPDATE {stored('runs')} SET started_at = least(coalesce(started_at, ?), ?), "
+            "ended_at = greatest(coalesce(ended_at, ?), ?), era_mask = ?, format_era = ? "
+            "WHERE run_id = ?",
+            [first_ts, first_ts, last_ts, last_ts, era_mask, format_era, run_id])
+
+    def set_run_envs(self, envs: list[tuple[str, RunEnv, dict[str, Any]]]) -> None:
+        """Write runs' environments: ``runs.env`` and its fingerprint, and the same
+        entries as ``run_env`` rows, together (one place keeps them in step); the dict
+        holds other columns of the run to set with it."""
+        if not envs:
+            return
+        rows: list[tuple[Any, ...]] = []
+        self.update_runs([(run_id, {"env": env.to_json(), "env_fingerprint": env.fingerprint(),
+                                    **columns}) for run_id, env, columns in envs])
+        for run_id, env, _ in envs:
+            rows += [
+                (run_id, k, e.value if isinstance(e.value, str)
+                 else json.dumps(e.value, default=str), e.tier, e.source, e.conflict)
+                for k, e in sorted(env.entries.items())]
+        # one statement each, not one per key: DuckDB's inserts are per call
+        self.con.execute("DELETE FROM run_env WHERE run_id IN (SELECT unnest(?))",
+                         [[run_id for run_id, _, _ in envs]])
+        if rows:
+            import polars as pl
+
+            self.insert("run_env", pl.DataFrame(
+                rows, schema=["run_id", "key", "value", "tier", "source", "conflict"],
+                orient="row"))
+
+    def link(self, table: str, source_path: str, run_id: str | None, method: str | None
+             ) -> None:
+        """Say which run the records of one file (benchmark, phase dump, trace) measured."""
+        self.con.execute(
+            f"UPDATE {stored(table)} SET run_id = ?, link_method = ? WHERE source_id = "
+            "(SELECT source_id FROM sources WHERE path = ?) AND (run_id IS DISTINCT FROM ? "
+            "OR link_method IS DISTINCT FROM ?)", [run_id, method, source_path, run_id, method])
+
+    def append_to_last_error(self, source_path: str, text: str) -> None:
+        """Lines that continue the last error event of a file (a traceback cut by the
+        end of a block) join its message."""
+        self.con.execute(
+            f"UPDATE {stored('events')} SET message = message || chr(10) || $2 "
+            "WHERE source_id = $1 AND line_no = (SELECT max(line_no) FROM "
+            f"{stored('events')} WHERE source_id = $1 AND kind = 'error')",
+            [self.source_id(source_path), text])
+
+    def derive_profiled(self) -> None:
+        """``runs.profiled``, from its evidence and nothing else (so it is cleared when the
+        evidence goes): a profiler started in the log and never stopped, a trace linked to
+        a run with no bounded profiler window, a phase dump taken with device
+        synchronisation, ``CUDA_LAUNCH_BLOCKING=1`` or the tag ``profiled`` in its
+        environment.  A profiler window the log bounds (``Profiling starts`` …
+        ``Stop profiling`` / ``Profiling done``, as ``/start_profile`` with ``num_steps``
+        leaves) profiles only its batch lines (``batch_states.state = 'profiled'``), not
+        the launch."""
+        self.con.execute(PROFILED_SQL)
+
+
+
+PROFILED_SQL = f"""
+UPDATE {INTERNAL}.runs SET profiled = d.profiled
+FROM (
+    SELECT r.run_id,
+           coalesce(r.run_id IN (SELECT s.run_id FROM {INTERNAL}.events s
+                                 WHERE s.kind = 'profiling_start' AND s.run_id IS NOT NULL
+                                   AND NOT EXISTS (
+                                       SELECT 1 FROM {INTERNAL}.events e
+                                       WHERE e.run_id = s.run_id AND e.kind = 'profiling_stop'
+                                         AND e.line_no > s.line_no))
+        OR r.run_id IN (SELECT run_id FROM {INTERNAL}.traces WHERE run_id IS NOT NULL
+                        AND run_id NOT IN (SELECT run_id FROM {INTERNAL}.events
+                                           WHERE kind = 'profiling_stop'
+                                             AND run_id IS NOT NULL))
+        OR r.run_id IN (SELECT run_id FROM {INTERNAL}.phase_timings
+                        WHERE synchronized AND run_id IS NOT NULL)
+        OR r.run_id IN (SELECT run_id FROM run_env
+                        WHERE (key = 'CUDA_LAUNCH_BLOCKING' AND trim(value) = '1')
+                           OR (key = 'tag.profiled'
+                               AND lower(trim(value)) IN ('1', 'true', 'yes'))), false)
+           AS profiled
+    FROM {INTERNAL}.runs r
+) d
+WHERE runs.run_id = d.run_id AND runs.profiled IS DISTINCT FROM d.profiled
+"""
+"""Every run's ``profiled`` from its evidence (:meth:`Store.derive_profiled`)."""

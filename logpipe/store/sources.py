@@ -1,0 +1,94 @@
+"""The ``sources`` rows: one per ingested file, found by path or by the hash of its head."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from logpipe.store.schema import INTERNAL, stored, stored_tables
+
+if TYPE_CHECKING:  # polars is imported where frames are written: an ingest of unchanged
+
+    pass
+
+
+from logpipe.store.connection import Connection
+
+
+class SourceRows(Connection):
+    """Reading and writing the rows of ``sources``."""
+
+    def source_id(self, path: str) -> int:
+        """The integer of the file at ``path`` in ``sources``; a file seen for the first
+        time gets its row now (completed by :meth:`upsert_source` at the end of its
+        transaction)."""
+        if path not in self._source_ids:
+            self._source_ids[path] = self._find_or_add_source_id(path)
+        return self._source_ids[path]
+
+    def _find_or_add_source_id(self, path: str) -> int:
+        row = self.one("SELECT source_id FROM sources WHERE path = ?", [path])
+        if row is not None and row[0] is not None:
+            return int(row[0])
+        (new,) = self.one("SELECT coalesce(max(source_id), 0) + 1 FROM sources") or (1,)
+        if row is None:
+            self.con.execute("INSERT INTO sources (path, kind, source_id) VALUES (?, ?, ?)",
+                             [path, "pending", new])
+        else:
+            self.con.execute("UPDATE sources SET source_id = ? WHERE path = ?", [new, path])
+        return int(new)
+
+    def source(self, path: str) -> dict[str, Any] | None:
+        cur = self.con.execute("SELECT * FROM sources WHERE path = ?", [path])
+        rows = cur.fetchall()
+        if not rows:
+            return None
+        return dict(zip([d[0] for d in cur.description], rows[0], strict=True))
+
+    def sources_with_head(self, head_sha256: str) -> list[dict[str, Any]]:
+        cur = self.con.execute("SELECT * FROM sources WHERE head_sha256 = ?", [head_sha256])
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+
+    def delete_source(self, path: str) -> None:
+        """Remove every row that came from ``path`` (a rewritten file is re-read whole)."""
+        self._source_ids.pop(path, None)
+        row = self.one("SELECT source_id FROM sources WHERE path = ?", [path])
+        if row is not None and row[0] is not None:
+            self.con.execute(f"DELETE FROM run_env WHERE run_id IN (SELECT run_id FROM "
+                             f"{stored('runs')} WHERE source_id = ?)", [row[0]])
+            for table in stored_tables():
+                self.con.execute(f"DELETE FROM {stored(table)} WHERE source_id = ?", [row[0]])
+        self.con.execute("DELETE FROM sources WHERE path = ?", [path])
+
+    def move_source(self, old: str, new: str) -> None:
+        """Re-point a moved (rotated) file's rows to its new path: one row of ``sources``."""
+        self._source_ids.pop(old, None)
+        self._source_ids.pop(new, None)
+        self.con.execute("UPDATE sources SET path = ? WHERE path = ?", [new, old])
+
+    def end_generation(self, source: dict[str, Any]) -> None:
+        """A truncated file: keep what its ending generation held (its ``sources`` row),
+        so that a rotated copy of it is known as already read."""
+        self.con.execute(
+            f"INSERT INTO {INTERNAL}.source_generations VALUES (?, ?, ?, ?, ?, ?, now())",
+            [source["path"], int(source.get("generations") or 0), source["head_sha256"],
+             source["tail_sha256"], source["bytes_ingested"], source["lines"]])
+
+    def generations_with_head(self, head_sha256: str) -> list[tuple[Any, ...]]:
+        """``(path, generation, bytes_ingested, tail_sha256)`` of ended generations."""
+        return self.all("SELECT path, generation, bytes_ingested, tail_sha256 FROM "
+                        f"{INTERNAL}.source_generations WHERE head_sha256 = ?", [head_sha256])
+
+    def upsert_source(self, row: dict[str, Any]) -> None:
+        """Write the ``sources`` row of a file read now (its ``source_id`` kept)."""
+        self.source_id(row["path"])
+        cols = [c for c in row if c != "path"]
+        self.con.execute(
+            f"UPDATE sources SET {', '.join(f'{c} = ?' for c in cols)} WHERE path = ?",
+            [row[c] for c in cols] + [row["path"]],
+        )
+
+    def set_env_key(self, path: str, key: str) -> None:
+        """Record what the environments of ``path``'s runs were computed from."""
+        self.con.execute("UPDATE sources SET env_key = ? WHERE path = ? "
+                         "AND env_key IS DISTINCT FROM ?", [key, path, key])
