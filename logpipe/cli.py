@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -246,15 +246,14 @@ def env_show(
     fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
 ) -> None:
     """Show a run's environment: every key with its tier, value and source."""
-    _state["json"] = fmt == "json"
+    _check_format("env show", fmt)
     from logpipe.query import load_run_env
-    from logpipe.report import env_show as render
 
     try:
         name, env = load_run_env(db, run)
     except LogpipeError as exc:
         _fail(exc)
-    typer.echo(render(name, env, fmt), nl=False)
+    typer.echo(render("env show", fmt, name, env), nl=False)
 
 
 @env_app.command("diff")
@@ -267,9 +266,8 @@ def env_diff(
 
     Exit 0 when both environments are known and their identity tiers match, 3 otherwise.
     """
-    _state["json"] = fmt == "json"
+    _check_format("env diff", fmt)
     from logpipe.query import diff_runs
-    from logpipe.report import env_diff as render
 
     if len(run) != 2:
         _fail(LogpipeError(f"env diff needs exactly two --run values, got {len(run)}"))
@@ -277,7 +275,7 @@ def env_diff(
         d = diff_runs(db, run[0], run[1])
     except LogpipeError as exc:
         _fail(exc)
-    typer.echo(render(d, fmt), nl=False)
+    typer.echo(render("env diff", fmt, d), nl=False)
     raise typer.Exit(0 if d.comparable else 3)
 
 
@@ -334,7 +332,6 @@ def compare(
     from logpipe.analysis.compare import compare_campaign, compare_with_baseline, overall_exit
     from logpipe.analysis.results import Options
     from logpipe.analysis.steady import Warmup
-    from logpipe.report import comparison_markdown, comparison_text, comparisons_json
 
     if not run and not campaign:
         _fail(LogpipeError("compare needs --run values or --campaign",
@@ -343,8 +340,7 @@ def compare(
                            "alone to pair it with its nearest baseline"))
     if run and campaign:
         _fail(LogpipeError("give --run values or --campaign, not both"))
-    if fmt not in ("table", "markdown", "json"):
-        _fail(LogpipeError(f"unknown format {fmt!r}", hint="use one of: table, markdown, json"))
+    _check_format("compare", fmt)
     allowed = frozenset(k.strip() for k in (allow_env_diff or "").split(",") if k.strip())
     try:
         options = Options(alpha=alpha, threshold=threshold, allow_env_diff=allowed,
@@ -364,11 +360,7 @@ def compare(
     except LogpipeError as exc:
         _fail(exc)
     code = overall_exit(results)
-    if fmt == "json":
-        typer.echo(comparisons_json(results, code), nl=False)
-    else:
-        render = comparison_markdown if fmt == "markdown" else comparison_text
-        typer.echo("\n".join(render(c) for c in results), nl=False)
+    typer.echo(render("compare", fmt, results, code), nl=False)
     raise typer.Exit(code)
 
 
@@ -390,14 +382,10 @@ def explain(
     dumps, else profiler steps), tokens per cycle, the speedup they imply against the
     observed one, the break-even accept length, and the verify cost fitted over a sweep
     of draft tokens.  Every figure names its rows."""
-    _state["json"] = fmt == "json"
-    import json as _json
-
-    from logpipe.analysis.explain import explain_runs, explain_text
+    _check_format("explain", fmt)
+    from logpipe.analysis.explain import explain_runs
     from logpipe.analysis.results import Options
 
-    if fmt not in ("text", "json"):
-        _fail(LogpipeError(f"unknown format {fmt!r}", hint="use one of: text, json"))
     options = Options(allow_env_diff=frozenset(
         k.strip() for k in (allow_env_diff or "").split(",") if k.strip()),
         allow_unknown_env=allow_unknown_env)
@@ -405,8 +393,7 @@ def explain(
         ex = explain_runs(str(lake if lake is not None else db), run, options)
     except LogpipeError as exc:
         _fail(exc)
-    typer.echo(_json.dumps(ex.to_dict(), indent=2, default=str) + "\n" if fmt == "json"
-               else explain_text(ex), nl=False)
+    typer.echo(render("explain", fmt, ex), nl=False)
     raise typer.Exit(0 if ex.cycle_ms is not None else 1)
 
 
@@ -437,17 +424,15 @@ def check(
     """
     _state["json"] = fmt == "json"
     from logpipe.checks import load_suites, run_checks
-    from logpipe.report import check_json, check_junit, check_markdown, check_text
+    from logpipe.report import check_junit
 
-    if fmt not in ("text", "markdown", "json"):
-        _fail(LogpipeError(f"unknown format {fmt!r}", hint="use one of: text, markdown, json"))
+    _check_format("check", fmt)
     try:
         report = run_checks(lake if lake is not None else db, load_suites(suite, suite_file),
                             rescan=rescan, update_cache=update_cache and lake is None)
     except LogpipeError as exc:
         _fail(exc)
-    render = {"text": check_text, "markdown": check_markdown, "json": check_json}[fmt]
-    typer.echo(render(report), nl=False)
+    typer.echo(render("check", fmt, report), nl=False)
     if junit is not None:
         junit.write_text(check_junit(report))
     raise typer.Exit(report.exit_code)
@@ -470,15 +455,13 @@ def sweep(
     """
     _state["json"] = fmt == "json"
     from logpipe.analysis.sweep import sweep as run_sweep
-    from logpipe.report import sweep_text
 
-    if fmt not in ("table", "markdown", "json"):
-        _fail(LogpipeError(f"unknown format {fmt!r}", hint="use one of: table, markdown, json"))
+    _check_format("sweep", fmt)
     try:
         result = run_sweep(str(db), by, where=where, threshold=threshold)
     except LogpipeError as exc:
         _fail(exc)
-    typer.echo(sweep_text(result, fmt), nl=False)
+    typer.echo(render("sweep", fmt, result), nl=False)
 
 
 @app.command()
@@ -517,14 +500,13 @@ def runs(
     """List runs: name, id, start, model, layout, speculation, format era, batch rows."""
     _state["json"] = fmt == "json"
     from logpipe.query import list_runs
-    from logpipe.report import rows_text
 
-    _check_format(fmt)
+    _check_format("rows", fmt)
     try:
         columns, rows = list_runs(db)
     except LogpipeError as exc:
         _fail(exc)
-    typer.echo(rows_text(columns, rows, fmt), nl=False)
+    typer.echo(render("rows", fmt, columns, rows), nl=False)
 
 
 @app.command()
@@ -537,14 +519,13 @@ def sql(
     """Run read-only SQL on the database or lake (tables and views: schemas/README.md)."""
     _state["json"] = fmt == "json"
     from logpipe.query import run_sql
-    from logpipe.report import rows_text
 
-    _check_format(fmt)
+    _check_format("rows", fmt)
     try:
         columns, rows = run_sql(lake if lake is not None else db, query)
     except LogpipeError as exc:
         _fail(exc)
-    typer.echo(rows_text(columns, rows, fmt), nl=False)
+    typer.echo(render("rows", fmt, columns, rows), nl=False)
 
 
 @app.command()
@@ -728,10 +709,8 @@ def ab(
         schedule_text,
     )
     from logpipe.experiment.run import run_plan
-    from logpipe.report import plan_json, plan_text
 
-    if fmt not in ("table", "json"):
-        _fail(LogpipeError(f"unknown format {fmt!r}", hint="use one of: table, json"))
+    _check_format("ab", fmt)
     try:
         if plan_file is not None:
             plan = load_plan(plan_file, check=False)
@@ -764,16 +743,26 @@ def ab(
                           record_only=record_only, resume=resume)
     except LogpipeError as exc:
         _fail(exc)
-    typer.echo(plan_json(result) if fmt == "json" else plan_text(result), nl=False)
+    typer.echo(render("ab", fmt, result), nl=False)
     raise typer.Exit(result.exit_code)
 
 
-def _check_format(fmt: str) -> None:
+def _check_format(kind: str, fmt: str) -> None:
+    """``--format`` of a command printing results of ``kind`` (:mod:`logpipe.report.formats`),
+    checked before the command does any work."""
     _state["json"] = fmt == "json"
-    from logpipe.report import FORMATS
+    from logpipe.report.formats import check
 
-    if fmt not in FORMATS:
-        _fail(LogpipeError(f"unknown format {fmt!r}", hint="use one of: " + ", ".join(FORMATS)))
+    try:
+        check(kind, fmt)
+    except LogpipeError as exc:
+        _fail(exc)
+
+
+def render(kind: str, fmt: str, *result: Any) -> str:
+    from logpipe.report.formats import render as render_format
+
+    return render_format(kind, fmt, *result)
 
 
 def main() -> None:

@@ -122,3 +122,25 @@ def test_runs_lists_the_mission(sample_db: Path) -> None:
     assert runs["eagle3-untuned"]["layout"] == "tp8 ep8"
     assert runs["v0.5.16"]["layout"] == "tp16 dp2 ep16 pp2"
     assert runs["baseline-untuned"]["rows"] > 100
+
+
+def test_every_format_option_is_checked_against_one_registry(tmp_path: Path) -> None:
+    """Each command's ``--format`` comes from one registry: an unknown format is refused
+    before any work, naming that command's formats (and the database is not created)."""
+    from logpipe.report.formats import RENDERERS, formats
+
+    db = tmp_path / "never.duckdb"
+    cases = [(["runs"], "rows"), (["sql", "SELECT 1"], "rows"),
+             (["env", "show", "--run", "x"], "env show"),
+             (["env", "diff", "--run", "a", "--run", "b"], "env diff"),
+             (["compare", "--run", "a", "--run", "b"], "compare"),
+             (["explain", "--run", "a"], "explain"), (["check"], "check"),
+             (["sweep", "--by", "speculative_num_steps"], "sweep"),
+             (["ab", "--baseline", "x", "--candidate", "y", "--bench", "z"], "ab")]
+    assert {kind for _, kind in cases} == set(RENDERERS)
+    for args, kind in cases:
+        res = runner.invoke(app, [*args, "--db", str(db), "--format", "yaml"])
+        assert res.exit_code == 2, (args, res.output)
+        assert "unknown format 'yaml'" in res.output
+        assert "use one of: " + ", ".join(formats(kind)) in res.output, res.output
+    assert not db.exists()
