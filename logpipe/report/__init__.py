@@ -1,74 +1,53 @@
 """Formatting results for humans and machines: the only place that does.
 
 Library functions return plain result objects; these functions turn them into text
-(rich tables, CSV, JSON, JSON lines).  Nothing here computes a number.
+(rich tables, CSV, JSON, JSON lines).  Nothing here computes a number.  Rooms:
+:mod:`.tables` (rows as text), :mod:`.comparisons` (a comparison), :mod:`.formats` (the
+format registry), :mod:`.html` (``logpipe report``); the rest of the results here.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
-from collections.abc import Sequence
-from datetime import date, datetime
-from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.table import Table
+from logpipe.report.comparisons import (
+    comparison_dict,
+    comparison_markdown,
+    comparison_text,
+    comparisons_json,
+)
+from logpipe.report.tables import FORMATS, num_text, rows_text, value_text
+
+__all__ = [
+    "FORMATS",
+    "check_json",
+    "check_junit",
+    "check_markdown",
+    "check_text",
+    "comparison_dict",
+    "comparison_markdown",
+    "comparison_text",
+    "comparisons_json",
+    "doctor_text",
+    "env_diff",
+    "env_show",
+    "export_summary",
+    "fleet_summary",
+    "ingest_summary",
+    "launch_text",
+    "num_text",
+    "plan_json",
+    "plan_text",
+    "rows_text",
+    "sweep_text",
+    "value_text",
+]
 
 if TYPE_CHECKING:  # importing ingest would pull polars into every command's start-up
     from logpipe.fleet import FleetResult
     from logpipe.ingest import IngestResult
     from logpipe.lake import ExportResult
-
-FORMATS = ("table", "csv", "json", "jsonl")
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, datetime | date):
-        return value.isoformat(sep=" ") if isinstance(value, datetime) else value.isoformat()
-    if isinstance(value, Decimal):
-        return float(value)
-    if isinstance(value, bytes):
-        return value.decode("utf-8", errors="replace")
-    return value
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    if isinstance(value, datetime):
-        return value.isoformat(sep=" ")
-    return str(value)
-
-
-def rows_text(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str,
-              title: str | None = None, width: int | None = None) -> str:
-    """Render a result set as ``table``, ``csv``, ``json`` (a list) or ``jsonl``."""
-    if fmt == "csv":
-        buf = io.StringIO()
-        writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow(columns)
-        writer.writerows([[_cell(v) for v in r] for r in rows])
-        return buf.getvalue()
-    if fmt in ("json", "jsonl"):
-        dicts = [{c: _jsonable(v) for c, v in zip(columns, r, strict=True)} for r in rows]
-        if fmt == "json":
-            return json.dumps(dicts, indent=2, default=str) + "\n"
-        return "".join(json.dumps(d, default=str) + "\n" for d in dicts)
-    table = Table(title=title, show_lines=False)
-    for c in columns:
-        table.add_column(c, overflow="fold")
-    for r in rows:
-        table.add_row(*[_cell(v) for v in r])
-    console = Console(file=io.StringIO(), width=width or 160, force_terminal=False,
-                      color_system=None)
-    console.print(table)
-    out = console.file.getvalue()  # type: ignore[attr-defined]
-    return out + f"({len(rows)} row{'s' if len(rows) != 1 else ''})\n"
 
 
 def _display(path: str) -> str:
@@ -183,12 +162,6 @@ def ingest_summary(result: IngestResult) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _v(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, default=str)
-
-
 def env_show(name: str, env: Any, fmt: str) -> str:
     """A run's environment, identity first."""
     from logpipe.env import TIERS
@@ -202,7 +175,7 @@ def env_show(name: str, env: Any, fmt: str) -> str:
                           default=str) + "\n"
     head = (f"Environment of {name}: fingerprint {env.fingerprint()}"
             + ("" if env.complete else " (incomplete: no captured manifest)") + "\n")
-    rows = [(e.tier, k, _v(e.value), e.source, e.conflict or "") for k, e in items]
+    rows = [(e.tier, k, value_text(e.value), e.source, e.conflict or "") for k, e in items]
     return head + rows_text(["tier", "key", "value", "source", "conflict"], rows, "table")
 
 
@@ -245,276 +218,8 @@ def env_diff(d: Any, fmt: str) -> str:
         lines.append(f"{tier}:")
         for i in items:
             src = f"  [{i.a_source or '-'} → {i.b_source or '-'}]"
-            lines.append(f"  {i.key}: {_v(i.a)} → {_v(i.b)}{src}")
+            lines.append(f"  {i.key}: {value_text(i.a)} → {value_text(i.b)}{src}")
     return "\n".join(lines) + "\n"
-
-
-# ------------------------------------------------------------------------- compare
-
-def _num(x: float | None, digits: int = 2) -> str:
-    if x is None:
-        return "–"
-    if abs(x) >= 1000:
-        return f"{x:,.0f}"
-    return f"{x:.{digits}f}"
-
-
-def _metric_label(m: Any) -> str:
-    family = "client " if getattr(m, "family", "server") == "client" else ""
-    return family + m.name + (f" @ {m.stratum} running" if m.stratum is not None else "")
-
-
-def _metric_verdict(m: Any) -> str:
-    """A diagnostic's verdict is shown, marked as one that does not decide; so is a
-    secondary metric's (judged, but not the declared deciding metric)."""
-    if not m.gates:
-        return f"{m.test.verdict} (diagnostic)"
-    return f"{m.verdict} (secondary)" if getattr(m, "secondary", False) else m.verdict
-
-
-def _decision_lines(c: Any) -> list[str]:
-    """The treatment, the deciding metric with its numbers, and a disagreement between
-    the server log and the client: what an engineer reads first."""
-    from logpipe.analysis.client import metric_label
-    from logpipe.analysis.decide import deciding_metric
-
-    out = []
-    if c.same_configuration:
-        out.append("Treatment: none (same configuration: an A/A pair)")
-    elif c.treatment:
-        out.append("Treatment: " + "; ".join(c.treatment))
-    if not c.metrics:
-        return out
-    m = deciding_metric(c)
-    line = f"Deciding metric: {metric_label(c.primary)} ({c.primary_reason})"
-    if m is not None and m.launch is not None and m.launch.ratio is not None:
-        typical = m.launch.typical()
-        if typical is not None:
-            line += f": {_num(typical[0])} → {_num(typical[1])} {m.unit}"
-        line += f", ratio {m.launch.ratio:.3f}"
-        if m.launch.ci_low is not None:
-            line += f" [{_num(m.launch.ci_low, 3)}–{_num(m.launch.ci_high, 3)}]"
-        if m.stratum is not None:
-            line += f" @ {m.stratum} running"
-    out.append(line + "; the other metrics are secondary")
-    if c.disagreement:
-        out.append(f"Disagreement: {c.disagreement}")
-    return out
-
-
-def _launch_cells(m: Any) -> tuple[str, str, str, str]:
-    """(launches, ratio, 95% CI, p) of the launch-level test; the within-launch test's
-    numbers where the metric has none (diagnostics)."""
-    t = m.launch
-    if t is None:
-        return ("–", _num(m.test.ratio, 3),
-                (f"{_num(m.test.ci_low, 3)}–{_num(m.test.ci_high, 3)}"
-                 if m.test.ci_low is not None else "–"),
-                f"{m.test.p_value:.2g}" if m.test.p_value is not None else "–")
-    ka, kb = t.launches
-    return (f"{ka} / {kb}", _num(t.ratio, 3),
-            f"{_num(t.ci_low, 3)}–{_num(t.ci_high, 3)}" if t.ci_low is not None else "–",
-            f"{t.p_value:.2g}" if t.p_value is not None else "–")
-
-
-def _launch_json(t: Any) -> dict[str, Any] | None:
-    if t is None:
-        return None
-    return {"method": t.method, "launches": {"reference": t.names_a, "candidate": t.names_b},
-            "values": [t.values_a, t.values_b], "ratio": t.ratio,
-            "ci95": [t.ci_low, t.ci_high], "p_value": t.p_value, "df": t.df,
-            "round_ratios": t.round_ratios, "verdict": t.verdict, "detail": t.detail,
-            "label": t.label, "disagreeing_round": t.disagreeing}
-
-
-def _launch_lines(c: Any) -> list[str]:
-    """The launches of each arm, how the verdict is replicated, and the round ratios."""
-    out = []
-    if c.replication:
-        out.append(f"Launches: {c.replication}")
-    if any(len(v) > 1 for v in c.arms.values()):
-        for side, names in zip(("reference", "candidate"), c.arms.values(), strict=False):
-            out.append(f"  {side} launches: " + ", ".join(names))
-    m = next((m for m in c.metrics if m.launch is not None and m.launch.round_ratios
-              and m.name == "decode throughput" and m is _primary(c)), None)
-    if m is not None:
-        out.append(f"  round ratios @ {m.stratum} running (candidate / reference): "
-                   + ", ".join(f"{r:.3f}" for r in m.launch.round_ratios))
-    bench = next((m for m in c.metrics if m.name == "output throughput"
-                  and m.launch is not None and m.launch.round_ratios), None)
-    if m is None and bench is not None:  # engines compared on their benchmark
-        out.append("  round ratios of output throughput (candidate / reference): "
-                   + ", ".join(f"{r:.3f}" for r in bench.launch.round_ratios))
-    if c.noise and c.unreplicated is False and any(
-            m.launch is not None and m.launch.method == "launch noise" for m in c.metrics):
-        p = _primary(c)
-        if p is not None and p.stratum in c.noise:
-            out.append(f"  {c.noise[p.stratum].describe()} (@ {p.stratum} running)")
-    return out
-
-
-def _primary(c: Any) -> Any:
-    from logpipe.analysis.decide import primary_metric
-
-    return primary_metric(c)
-
-
-def comparison_dict(c: Any) -> dict[str, Any]:
-    """Every number of a comparison, for ``--format json``."""
-    d = c.env_diff
-    return {
-        "reference": {"name": c.reference, "run_id": c.reference_id},
-        "candidate": {"name": c.candidate, "run_id": c.candidate_id},
-        "verdict": c.verdict,
-        "exit_code": c.exit_code,
-        "environment": {
-            "status": c.env_status,
-            "allowed_keys": c.allowed_keys,
-            "complete": ({c.reference: d.complete_a, c.candidate: d.complete_b} if d else None),
-            "differences": ([{"key": i.key, "tier": i.tier, "reference": i.a, "candidate": i.b,
-                              "reference_source": i.a_source, "candidate_source": i.b_source}
-                             for i in d.items] if d else []),
-        },
-        "profiled": c.profiled,
-        "options": {"alpha": c.options.alpha, "threshold": c.options.threshold,
-                    "warmup_lines": c.options.warmup.lines,
-                    "warmup_seconds": c.options.warmup.seconds},
-        "treatment": c.treatment,
-        "deciding_metric": {"metric": c.primary, "why": c.primary_reason},
-        "disagreement": c.disagreement,
-        "metrics": [{
-            "metric": m.name, "family": m.family, "secondary": m.secondary,
-            "stratum_running_req": m.stratum, "unit": m.unit,
-            "higher_is_better": m.higher_is_better,
-            "n": [m.test.n_a, m.test.n_b], "median": [m.test.median_a, m.test.median_b],
-            "iqr": [m.test.iqr_a, m.test.iqr_b], "ratio": m.test.ratio,
-            "ci95": [m.test.ci_low, m.test.ci_high], "p_value": m.test.p_value,
-            "within_launch": {"n": [m.test.n_a, m.test.n_b],
-                              "verdict": m.test.verdict, "detail": m.test.detail},
-            "launch_level": _launch_json(m.launch),
-            "verdict": m.verdict, "detail": (m.launch or m.test).detail, "gates": m.gates,
-        } for m in c.metrics],
-        "arms": c.arms,
-        "replication": c.replication,
-        "same_configuration": c.same_configuration,
-        "launch_noise": {str(s): {"log_sd": n.log_sd, "df": n.df, "launches": n.launches,
-                                  "pairs": n.pairs} for s, n in c.noise.items()},
-        "client_launch_noise": {k: {"log_sd": n.log_sd, "df": n.df, "launches": n.launches,
-                                    "pairs": n.pairs} for k, n in c.client_noise.items()},
-        "unmatched_strata": c.unmatched_strata,
-        "excluded_lines": c.excluded,
-        "speculation": c.speculation,
-        "phases": {side: [p.to_dict() for p in ps] for side, ps in c.phases.items()},
-        "notes": c.notes,
-    }
-
-
-def comparisons_json(comparisons: Sequence[Any], exit_code: int) -> str:
-    return json.dumps({"exit_code": exit_code,
-                       "comparisons": [comparison_dict(c) for c in comparisons]},
-                      indent=2, default=str) + "\n"
-
-
-def _speculation_lines(c: Any) -> list[str]:
-    s = c.speculation
-    if not s or "speedup" not in s:
-        return []
-    which = ("its same-environment baseline" if s.get("same_environment")
-             else "a baseline from ANOTHER environment")
-    out = [f"Speculation ({s['algorithm']}): {s['speculative_run']} vs {which} "
-           f"{s['baseline_run']}: {s['spec_tps']:.1f} vs {s['baseline_tps']:.1f} tok/s, "
-           f"speedup {s['speedup'] * 100:+.1f}%"]
-    if "accept_len" in s:
-        out.append(f"  accept length {s['accept_len']:.2f}; break-even accept length "
-                   f"{s['break_even_accept_len']:.2f} (speculation pays while the accept "
-                   "length stays above it)")
-    out.append(f"  accept rate means: {s['accept_rate_definition']}")
-    return out
-
-
-def _phase_lines(c: Any) -> list[str]:
-    """Per-phase time from the profiler traces' step annotations (``trace_steps``)."""
-    from logpipe.analysis.step_phases import phase_line
-
-    if not c.phases:
-        return []
-    out = ["Per-phase time per step, from the profiler traces (trace_steps; medians):"]
-    for side, ps in c.phases.items():
-        out.append(f"  {side}: " + ("; ".join(phase_line(p) for p in ps) if ps
-                                   else "no marked steps (not profiled)"))
-    return out
-
-
-def _head_label(c: Any) -> str:
-    if c.unreplicated and c.exit_code in (0, 1) and not c.same_configuration \
-            and c.verdict in ("regression", "improvement", "no significant change"):
-        return " [unreplicated: launch noise unknown]"
-    return ""
-
-
-def comparison_text(c: Any) -> str:
-    head = (f"{c.candidate} vs {c.reference} (reference): {c.verdict.upper()}"
-            f"{_head_label(c)} (exit {c.exit_code})")
-    lines = [head, *_decision_lines(c)]
-    if c.env_status == "same run":
-        lines.append("Environment: same run")
-    elif c.env_diff is not None:
-        ident = c.env_diff.identity
-        far = (f" as far as known ({c.env_diff.missing_text()})"
-               if c.env_status == "comparable" and c.env_diff.missing else "")
-        lines.append(f"Environment: {c.env_status}{far}" + (
-            f" ({len(ident)} identity difference(s))" if ident else ""))
-        for i in ident:
-            lines.append(f"  {i.key}: {_v(i.a)} → {_v(i.b)}")
-    if c.metrics:
-        lines += _launch_lines(c)
-        rows = [(_metric_label(m), *_launch_cells(m), _metric_verdict(m),
-                 f"{m.test.n_a} / {m.test.n_b}",
-                 f"{_num(m.test.median_a)} / {_num(m.test.median_b)}",
-                 f"{m.test.p_value:.2g}" if m.test.p_value is not None else "–")
-                for m in c.metrics]
-        lines.append(rows_text(["metric", "launches", "ratio", "95% CI", "p", "verdict",
-                                "lines (within launch)", "median ref / cand (within)",
-                                "p (within)"], rows, "table")
-                     .rstrip("\n").rsplit("\n", 1)[0])
-    lines += _speculation_lines(c)
-    lines += _phase_lines(c)
-    for name, strata in c.unmatched_strata.items():
-        if strata:
-            lines.append(f"Unmatched strata (running requests) only in {name}: {strata}")
-    for note in c.notes:
-        lines.append(f"Note: {note}")
-    return "\n".join(lines) + "\n"
-
-
-def comparison_markdown(c: Any) -> str:
-    lines = [f"### {c.candidate} vs {c.reference}: **{c.verdict}**{_head_label(c)} "
-             f"(exit {c.exit_code})", ""]
-    if c.env_diff is not None and c.env_diff.identity:
-        lines.append("| identity key | " + c.reference + " | " + c.candidate + " |")
-        lines.append("|---|---|---|")
-        for i in c.env_diff.identity:
-            lines.append(f"| `{i.key}` | {_v(i.a)} | {_v(i.b)} |")
-        lines.append("")
-    lines += [f"- {x}" for x in _decision_lines(c)]
-    if c.metrics:
-        lines += [f"- {x.strip()}" for x in _launch_lines(c)]
-        lines.append("")
-        lines.append("| metric | launches | ratio | 95% CI | p | verdict | "
-                     "lines (within launch) | median ref → cand (within) | p (within) |")
-        lines.append("|---|---|---|---|---|---|---|---|---|")
-        for m in c.metrics:
-            t = m.test
-            p = f"{t.p_value:.2g}" if t.p_value is not None else "–"
-            k, ratio, ci, lp = _launch_cells(m)
-            lines.append(f"| {_metric_label(m)} | {k} | {ratio} | {ci} | {lp} | "
-                         f"{_metric_verdict(m)} | {t.n_a} / {t.n_b} | {_num(t.median_a)} → "
-                         f"{_num(t.median_b)} | {p} |")
-        lines.append("")
-    lines += [f"- {x}" for x in _speculation_lines(c)]
-    lines += [f"- {x.strip()}" for x in _phase_lines(c)]
-    lines += [f"- {n}" for n in c.notes]
-    return "\n".join(lines).rstrip() + "\n"
 
 
 # ----------------------------------------------------------------------------- doctor
@@ -575,7 +280,7 @@ def plan_text(result: Any) -> str:
     plan = result.plan
     lines = [f"Plan {plan.name}: {len(result.launches)} launch(es), order {plan.order}"]
     rounds = sorted({r for arm in result.rounds.values() for r in arm})
-    rows = [(arm, *[(_num(v, 1) if (v := result.rounds[arm].get(r)) is not None else "–")
+    rows = [(arm, *[(num_text(v, 1) if (v := result.rounds[arm].get(r)) is not None else "–")
                     for r in rounds]) for arm in result.rounds]
     at = (f" @ {result.rounds_stratum} running" if getattr(result, "rounds_stratum", None)
           is not None else "")
@@ -623,7 +328,7 @@ def plan_json(result: Any) -> str:
 # --------------------------------------------------------------------------- checks
 
 def _row_text(row: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={_v(v)}" for k, v in row.items())
+    return ", ".join(f"{k}={value_text(v)}" for k, v in row.items())
 
 
 def check_text(report: Any) -> str:
@@ -718,10 +423,10 @@ def sweep_text(result: Any, fmt: str = "table") -> str:
         base = (f"baseline {', '.join(g.baseline_runs)} at {g.baseline_median:.1f} tok/s"
                 if g.baseline_median is not None else "no same-environment baseline")
         title = (f"Sweep over {key} @ {g.stratum} running request(s); {base}: {g.verdict}")
-        rows = [(p.value, ", ".join(p.runs), p.n, _num(p.median),
-                 f"{_num(p.ci_low)}–{_num(p.ci_high)}" if p.ci_low is not None else "–",
-                 ", ".join(_num(v, 1) for v in p.launches) or "–",
-                 _num(p.accept_len), _num(p.break_even_accept_len),
+        rows = [(p.value, ", ".join(p.runs), p.n, num_text(p.median),
+                 f"{num_text(p.ci_low)}–{num_text(p.ci_high)}" if p.ci_low is not None else "–",
+                 ", ".join(num_text(v, 1) for v in p.launches) or "–",
+                 num_text(p.accept_len), num_text(p.break_even_accept_len),
                  f"{p.speedup * 100:+.1f}%" if p.speedup is not None else "–",
                  "best" if p.value in g.best else "") for p in g.points]
         cols = [key, "runs", "n", "median tok/s", "95% CI", "per launch", "accept len",
