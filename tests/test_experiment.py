@@ -464,6 +464,9 @@ def test_ab_runs_a_plan_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert again.exit_code == result.exit_code == 1, again.output
     assert "round ratios @ " in again.stdout
     assert opened == [str(db)]
+    opened.clear()
+    checked = runner.invoke(app, ["check", "--db", str(db), "--suite", "regressions"])
+    assert checked.exit_code == 1 and opened == [str(db)], checked.output
     # so does the report, from one open, with the rounds as ab printed them
     opened.clear()
     from logpipe.report.html import build_report

@@ -198,12 +198,19 @@ def run_checks(db: StoreOrPath, suites: list[Suite], options: Any = None, *,
     The frames are computed first, while great-expectations (seconds to import) loads on
     another thread; then each frame is validated.  An open store (``db``) is used as it is
     and left open: ``update_cache`` then needs it open for writing."""
-    if not isinstance(db, Store):
-        open_db(db, read_only=True).close()  # a missing database fails before the wait
-    with ThreadPoolExecutor(1) as pool:
+    # opened (once) before great-expectations loads: a missing database fails at once
+    if isinstance(db, Store):
+        store, stale = db, _current(db, rescan, update_cache)
+        owned: AbstractContextManager[Any] = _shadows_dropped(db)
+    else:
+        store, stale = _open_current(db, rescan, update_cache)
+        owned = store
+    with owned, ThreadPoolExecutor(1) as pool:
         loading = pool.submit(_Validator)
-        frames = _frames(db, suites, rescan, update_cache)
+        frames, verdicts = _frames(store, stale, suites)
         validator = loading.result()
+    if update_cache:
+        verdicts.save(db)
     results: list[CheckResult] = []
     for check, frame, error in frames:
         if frame is None:
@@ -227,39 +234,31 @@ def run_checks(db: StoreOrPath, suites: list[Suite], options: Any = None, *,
     return CheckReport(results)
 
 
-def _frames(db: StoreOrPath, suites: list[Suite], rescan: bool = False,
-            update_cache: bool = False) -> list[tuple[Check, Any, str | None]]:
-    """(check, pandas frame or None, error) for every check, in order."""
+def _frames(store: Store, stale: list[str], suites: list[Suite]
+            ) -> tuple[list[tuple[Check, Any, str | None]], VerdictCache]:
+    """(check, pandas frame or None, error) for every check, in order, and the pair
+    verdicts computed meanwhile."""
     from logpipe.checks.frames import FRAMES
 
     out: list[tuple[Check, Any, str | None]] = []
-    if isinstance(db, Store):
-        store, stale = db, _current(db, rescan, update_cache)
-        owned: AbstractContextManager[Any] = _shadows_dropped(db)
-    else:
-        store, stale = _open_current(db, rescan, update_cache)
-        owned = store
-    with owned:
-        _summarise_once(store, stale)
-        verdicts = VerdictCache(store, unkeyed=stale)
-        for suite in suites:
-            for check in suite.checks:
-                try:
-                    if check.query is not None:
-                        out.append((check, store.con.sql(check.query).df(), None))
-                        continue
-                    make = FRAMES.get(str(check.frame))
-                    if make is None:
-                        raise LogpipeError(f"unknown frame {check.frame!r}",
-                                           hint="frames: " + ", ".join(sorted(FRAMES)))
-                    out.append((check, make(store, suite.params, verdicts).to_pandas(), None))
-                except LogpipeError as exc:
-                    out.append((check, None, str(exc)))
-                except Exception as exc:  # noqa: BLE001 - a broken user check is reported
-                    out.append((check, None, f"{type(exc).__name__}: {exc}"))
-    if update_cache:
-        verdicts.save(db)
-    return out
+    _summarise_once(store, stale)
+    verdicts = VerdictCache(store, unkeyed=stale)
+    for suite in suites:
+        for check in suite.checks:
+            try:
+                if check.query is not None:
+                    out.append((check, store.con.sql(check.query).df(), None))
+                    continue
+                make = FRAMES.get(str(check.frame))
+                if make is None:
+                    raise LogpipeError(f"unknown frame {check.frame!r}",
+                                       hint="frames: " + ", ".join(sorted(FRAMES)))
+                out.append((check, make(store, suite.params, verdicts).to_pandas(), None))
+            except LogpipeError as exc:
+                out.append((check, None, str(exc)))
+            except Exception as exc:  # noqa: BLE001 - a broken user check is reported
+                out.append((check, None, f"{type(exc).__name__}: {exc}"))
+    return out, verdicts
 
 
 def _current(store: Store, rescan: bool, update_cache: bool) -> list[str]:
