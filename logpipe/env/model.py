@@ -108,7 +108,10 @@ CAPACITY_FACTS = ("max_total_num_tokens", "chunked_prefill_size", "max_prefill_t
 
 def log_facts(events: Iterable[tuple[str, Mapping[str, Any]]]) -> dict[str, Any]:
     """Environment facts a server log states, from its ``(kind, attrs)`` events: NCCL's
-    variables and version, the settings SGLang changed itself, its effective limits."""
+    variables and version, the settings the engine changed itself, its effective limits.
+    The kinds are the neutral event vocabulary of ``events`` (``schemas/README.md``) that
+    every engine's parser emits (SGLang's and vLLM's both give ``load_weight``,
+    ``kv_cache``, ``graph_capture``, ``attention_backend``)."""
     facts: dict[str, Any] = {}
     for kind, attrs in events:
         if kind == "nccl_env" and attrs.get("variable"):

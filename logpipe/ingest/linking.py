@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from logpipe import clock
+from logpipe.engines import engines
 from logpipe.ingest.base import IN_LOG
 from logpipe.store import Store
 from logpipe.traces import link_by_profile_id
@@ -140,10 +141,17 @@ def link_records(store: Store) -> list[str]:
     unlinked = [f"{src}:{line}" for src, line in store.all(
         "SELECT source_path, line_no FROM bench_results WHERE run_id IS NULL "
         "AND duplicate_of IS NULL ORDER BY 1, 2")]
-    # server_info names the SGLang release the benchmark ran against (0.5.5+)
-    for run_id, version in store.all(
-            "SELECT b.run_id, min(b.sglang_version) FROM bench_results b JOIN runs r "
-            "USING (run_id) WHERE b.sglang_version IS NOT NULL AND r.engine_version IS NULL "
-            "GROUP BY b.run_id"):
-        store.update_run(run_id, engine_version=version)
+    # a benchmark may name the release of the server it ran against (SGLang's
+    # bench_serving writes `sglang_version`, from server_info, 0.5.5+): a run of that
+    # engine with no version of its own takes it
+    columns = {c for c, _ in store.columns("bench_results")}
+    for engine in engines():
+        column = f"{engine.name}_version"
+        if column not in columns:
+            continue
+        for run_id, version in store.all(
+                f"SELECT b.run_id, min(b.{column}) FROM bench_results b JOIN runs r "
+                f"USING (run_id) WHERE b.{column} IS NOT NULL AND r.engine_version IS NULL "
+                "AND r.engine = ? GROUP BY b.run_id", [engine.name]):
+            store.update_run(run_id, engine_version=version)
     return unlinked

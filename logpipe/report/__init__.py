@@ -268,7 +268,7 @@ def launch_text(r: Any) -> str:
         lines.append(f"  bench exit code: {r.bench_exit}")
     if r.server_info is not None:
         version = r.server_info.get("version")
-        lines.append("  server_info.json written" + (f" (SGLang {version})" if version else ""))
+        lines.append("  server_info.json written" + (f" (version {version})" if version else ""))
     if r.tail:
         lines.append(f"  last {len(r.tail)} line(s) of the server log:")
         lines += [f"    {t}" for t in r.tail]
