@@ -180,7 +180,8 @@ def noise_for(store: Store, fingerprint: str | None, model: str | None,
         values: dict[int, list[float]] = {}
         for run_id in members:
             for stratum, tps in store.all(
-                    "SELECT stratum, steady_tps FROM launch_values_of(?)", [run_id]):
+                    "SELECT stratum, steady_tps FROM launch_values_of(?) ORDER BY stratum",
+                    [run_id]):
                 values.setdefault(int(stratum), []).append(float(tps))
         for stratum, vals in values.items():
             by_stratum.setdefault(stratum, {})[label] = vals
