@@ -692,6 +692,13 @@ def ab(
         "--record-only", help="Launch and record every run folder; ingest and judge "
                               "nothing (later, elsewhere: `logpipe ingest DIR` and "
                               "`logpipe compare --campaign PLAN`).")] = False,
+    levels: Annotated[str | None, typer.Option(
+        "--levels", metavar="L1,L2,...",
+        help="Load levels: every launch runs the bench once per level with "
+             "--max-concurrency LEVEL (or --level-by request_rate); verdicts per level and "
+             "the crossover (plan keys levels, level_by).")] = None,
+    level_by: Annotated[str | None, typer.Option(
+        "--level-by", help="max_concurrency (default) or request_rate.")] = None,
 ) -> None:
     """A/B experiment in one session: baseline and candidates launched in turn (ABBA or
     seeded random order), each through `launch`, then judged launch by launch (the rounds
@@ -704,6 +711,7 @@ def ab(
     from logpipe.experiment.plan import (
         check_plan,
         load_plan,
+        parse_levels,
         phases_key,
         plan_from_flags,
         schedule_text,
@@ -735,6 +743,10 @@ def ab(
             plan.primary = parse_primary(primary)
         if warmup_launch is not None:
             plan.warmup_launch = warmup_launch
+        if levels is not None:
+            plan.levels = parse_levels(levels)
+        if level_by is not None:
+            plan.level_by = level_by.replace("-", "_")
         check_plan(plan)
         if dry_run:
             typer.echo(schedule_text(plan), nl=False)

@@ -2,7 +2,7 @@
 shape of ``bench_serving``'s ``--output-file`` JSONL (0.5.x keys).
 
     python tests/standin_bench.py --port 30000 --num-prompts 6 --output-tokens 12
-        [--output-file OUT.jsonl] [--fail]
+        [--output-file OUT.jsonl] [--max-concurrency N] [--fail]
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import json
 import sys
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 
 
 def main() -> None:
@@ -20,24 +21,31 @@ def main() -> None:
     p.add_argument("--num-prompts", type=int, default=6)
     p.add_argument("--output-tokens", type=int, default=12)
     p.add_argument("--output-file")
+    p.add_argument("--max-concurrency", type=int, default=1,
+                   help="requests in flight at once (recorded as the record's level)")
     p.add_argument("--fail", action="store_true")
     opts = p.parse_args()
     if opts.fail:
         print("bench: told to fail", flush=True)
         sys.exit(3)
     start = time.perf_counter()
-    for _ in range(opts.num_prompts):
+
+    def one(_: int) -> None:
         body = json.dumps({"text": "hello", "sampling_params": {
             "max_new_tokens": opts.output_tokens}}).encode()
         req = urllib.request.Request(f"http://127.0.0.1:{opts.port}/generate", data=body,
                                      headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310 - localhost
             resp.read()
+
+    with ThreadPoolExecutor(max(1, opts.max_concurrency)) as pool:
+        list(pool.map(one, range(opts.num_prompts)))
     duration = time.perf_counter() - start
     out_tokens = opts.num_prompts * opts.output_tokens
     record = {
         "backend": "sglang", "dataset_name": "random-ids", "request_rate": float("inf"),
-        "max_concurrency": 1, "duration": duration, "completed": opts.num_prompts,
+        "max_concurrency": opts.max_concurrency, "duration": duration,
+        "completed": opts.num_prompts,
         "total_input_tokens": 64 * opts.num_prompts, "total_output_tokens": out_tokens,
         "request_throughput": opts.num_prompts / duration,
         "input_throughput": 64 * opts.num_prompts / duration,

@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 from logpipe.cli import app
 from logpipe.errors import InputError
 from logpipe.experiment.launch import LaunchOptions, launch
-from logpipe.experiment.plan import Arm, Plan, check_plan, load_plan, split_env
+from logpipe.experiment.plan import Arm, Plan, check_plan, load_plan, schedule_text, split_env
 from logpipe.experiment.run import run_plan
 from logpipe.experiment.supervise import port_in_use
 from logpipe.ingest import ingest_paths
@@ -772,3 +772,33 @@ def test_ab_resume_continues_a_campaign_killed_part_way(tmp_path: Path) -> None:
         "demo-baseline-r1", "demo-baseline-r2", "demo-ngram-r1", "demo-ngram-r2"]
     (c,) = result.comparisons
     assert c.verdict == "regression" and result.exit_code == 1
+
+
+def test_ab_with_load_levels_benches_each_level_and_judges_each(tmp_path: Path) -> None:
+    """``levels``: every launch runs the bench once per level (``--max-concurrency``
+    set), each record carries its level, and the verdict is given per level, paired by
+    round, with a crossover statement."""
+    port = free_port()
+    db = tmp_path / "db.duckdb"
+    p = plan(tmp_path, port, primary="decode_throughput", levels=(1.0, 3.0),
+             warmup_launch=False)
+    assert "--max-concurrency 1, 3, in that order" in schedule_text(p)
+    result = run_plan(p, db, stop_waits=FAST_STOP)
+    assert all(res.status == "ok" for _, _, res in result.launches)
+    folder = result.launches[0][2].out
+    assert sorted(f.name for f in folder.glob("bench_console*")) == [
+        "bench_console-max_concurrency-1.txt", "bench_console-max_concurrency-3.txt"]
+    levels = query(db, "SELECT r.name, b.max_concurrency FROM bench_results b JOIN runs r "
+                       "USING (run_id) ORDER BY 1, 2")
+    assert levels == [(name, level) for name in sorted(r.name for _, _, r in result.launches)
+                      for level in (1, 3)]
+    (c,) = result.comparisons
+    assert [r.level.label for r in c.levels] == ["concurrency 1", "concurrency 3"]
+    assert all(r.metric == "output_throughput" and r.test.method.startswith("paired rounds")
+               and len(r.test.values_a) == 2 for r in c.levels)
+    assert c.crossover
+    text = plan_text(result)
+    assert "By load level (client output throughput" in text and "Crossover: " in text
+    as_json = json.loads(runner.invoke(app, ["compare", "--campaign", "demo", "--db", str(db),
+                                             "--format", "json"]).stdout)
+    assert [lv["max_concurrency"] for lv in as_json["comparisons"][0]["load_levels"]] == [1, 3]

@@ -25,6 +25,7 @@ from logpipe.analysis.launches import (
     Noise,
     judge_launches,
 )
+from logpipe.analysis.levels import crossover, judge_levels
 from logpipe.analysis.load import EnvNoise, config_label, pool
 from logpipe.analysis.pairing import judge
 from logpipe.analysis.results import (
@@ -116,6 +117,7 @@ def compare_arms(ref: Sequence[RunSamples], cand: Sequence[RunSamples],
     _launch_level(ref, cand, c, options, paired_by)
     _client_family(ref, cand, c, options, paired_by)
     _choose_primary(ref, cand, c, options)
+    _load_levels(ref, cand, c, options, paired_by)
     speculation_metrics(a, b, c)
     if a.steps or b.steps:
         c.phases = {a.name: phases(a.steps), b.name: phases(b.steps)}
@@ -182,6 +184,18 @@ def _client_family(ref: list[RunSamples], cand: list[RunSamples], c: Comparison,
                                       cm.column),
                                   within=None, configs=_configs(ref, cand), **kw)
         c.metrics.append(m)
+
+
+def _load_levels(ref: list[RunSamples], cand: list[RunSamples], c: Comparison,
+                 options: Options, paired_by: str) -> None:
+    """The client's deciding metric (output throughput where the server log decides)
+    judged per load level every launch benched, and the crossover they locate."""
+    metric = c.primary if c.primary in clients.BY_COLUMN else clients.DEFAULT_CLIENT_PRIMARY
+    kept = [(r.name, {} if r.client_disturbed else r.levels) for r in ref], \
+        [(r.name, {} if r.client_disturbed else r.levels) for r in cand]
+    c.levels = judge_levels(*kept, metric, paired=bool(paired_by), alpha=options.alpha,
+                            threshold=options.threshold)
+    c.crossover = crossover(c.levels)
 
 
 def _configs(ref: Sequence[RunSamples], cand: Sequence[RunSamples]

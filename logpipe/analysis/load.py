@@ -17,6 +17,7 @@ from logpipe.analysis.launches import (
     Noise,
     pool_noise,
 )
+from logpipe.analysis.levels import launch_levels
 from logpipe.analysis.pairing import Load, load_of
 from logpipe.analysis.results import NO_WARMUP, RunSamples
 from logpipe.analysis.steady import DECODE_KINDS, Warmup, steady_lines
@@ -83,6 +84,7 @@ def load_run(store: Store, ref: str, warmup: Warmup = NO_WARMUP) -> RunSamples:
         round=int(round_) if round_ is not None and str(round_).isdigit() else None,
         steps=tuple(load_steps(store, run_id)), engine=engine, layout=layout,
         bench=bench_of(store, run_id), profile_window=bool(windowed),
+        levels=launch_levels(store, run_id),
     )
 
 

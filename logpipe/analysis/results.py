@@ -14,6 +14,7 @@ from logpipe.analysis.launches import (
     LaunchTest,
     Noise,
 )
+from logpipe.analysis.levels import Level, LevelResult
 from logpipe.analysis.pairing import KeyJudgement, Load, Side
 from logpipe.analysis.steady import Warmup
 from logpipe.analysis.step_phases import Phase, Step
@@ -98,6 +99,9 @@ class RunSamples:
     profile_window: bool = False
     """A profiler window ran inside the launch's bench (``launch --profile``): its log
     lines outside the window are steady state, its client numbers include the stall."""
+    levels: dict[Level, dict[str, float]] = field(default_factory=dict)
+    """Each load level its benchmark ran, with the client metrics' medians there
+    (:func:`logpipe.analysis.levels.launch_levels`)."""
 
     @property
     def client_disturbed(self) -> bool:
@@ -189,6 +193,11 @@ class Comparison:
     allowed environment keys, the workload), as ``key: reference → candidate``."""
     disagreement: str | None = None
     """One line when the server and client families disagree, with the known causes."""
+    levels: list[LevelResult] = field(default_factory=list)
+    """Per load level every launch benched (two or more): the client's deciding metric
+    judged at that level alone."""
+    crossover: str | None = None
+    """Where the candidate stops paying, from the levels in load order (or why not)."""
     pooled: Any = None
     """The environment's noise without the launches judged (:class:`EnvNoise`): what
     paired rounds pool with."""

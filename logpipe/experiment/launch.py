@@ -16,7 +16,7 @@ from typing import Any
 
 from logpipe.env import capture
 from logpipe.errors import InputError
-from logpipe.experiment.plan import split_env
+from logpipe.experiment.plan import level_command, split_env
 from logpipe.experiment.supervise import (
     STOP_WAIT_S,
     Echo,
@@ -74,6 +74,10 @@ class LaunchOptions:
     """``host`` or ``sync``: time the server's speculative phases (and a plain server's
     decode steps) with the engine's phase hook; ``sync`` synchronises the device at
     every phase boundary (exact, slower: the run is profiled)."""
+    levels: tuple[float, ...] = ()
+    """Run the bench once per load level, in order, with ``--<level_by> LEVEL`` set (none:
+    once, as given)."""
+    level_by: str = "max_concurrency"
     store: Any = None
     """The database ``ab`` holds open for writing through its whole campaign: the launch
     is ingested into it, and a reader that waits for the file meanwhile is let in
@@ -267,6 +271,9 @@ def launch(command: list[str], options: LaunchOptions | None = None) -> LaunchRe
     if options.phases:
         env.update(_phase_env(command, options.phases, env))
         info["phases"] = options.phases
+    if options.levels:
+        info.update(levels=",".join(f"{v:g}" for v in options.levels),
+                    level_by=options.level_by)
     _write_manifest(out, command, env, info)
     result = LaunchResult(name, out, "failed")
     with catch_signals(), options.store.lent() if options.store is not None \
@@ -300,16 +307,7 @@ def _supervise(command: list[str], options: LaunchOptions, out: Path, name: str,
                 (out / "server_info.json").write_text(
                     json.dumps(result.server_info, indent=2, default=str) + "\n")
             if options.bench:
-                bench = fill(options.bench, out=out, port=port, name=name, host=host)
-                say(f"logpipe: bench: {shlex.join(bench)}")
-                profiler = None
-                if options.profile_steps:
-                    profiler = _Profiler(server, host, port, out, options.profile_steps, say,
-                                         bench_concurrency(options.bench))
-                result.bench_exit, why = run_bench(bench, out, env, echo, server,
-                                                options.bench_timeout)
-                if profiler is not None:
-                    _update_launch(out, profile=profiler.finish())
+                why = _run_benches(options, server, out, name, host, port, env, result)
                 result.status = "ok" if result.bench_exit == 0 and why is None \
                     else "bench failed"
                 if why is not None:
@@ -331,6 +329,36 @@ def _supervise(command: list[str], options: LaunchOptions, out: Path, name: str,
     finally:
         say(f"logpipe: stopping {name}")
         result.server_exit = server.stop(options.stop_waits)
+
+
+def _run_benches(options: LaunchOptions, server: Server, out: Path, name: str, host: str,
+                 port: int, env: Mapping[str, str], result: LaunchResult) -> str | None:
+    """The bench, once or once per load level (lightest first as given); a level that
+    fails ends the launch's benching.  The profiler, where asked, runs in the first.
+    Returns why a bench was stopped, if one was."""
+    assert options.bench is not None
+    say = options.echo or (lambda _line: None)
+    template = fill(options.bench, out=out, port=port, name=name, host=host)
+    levels: list[float | None] = list(options.levels) or [None]
+    why = None
+    for i, level in enumerate(levels):
+        bench = template if level is None else \
+            level_command(template, options.level_by, level)
+        at = "" if level is None else f" [{options.level_by} {level:g}]"
+        say(f"logpipe: bench{at}: {shlex.join(bench)}")
+        profiler = None
+        if options.profile_steps and i == 0:
+            profiler = _Profiler(server, host, port, out, options.profile_steps, say,
+                                 bench_concurrency(shlex.join(bench)))
+        console = "bench_console.txt" if level is None else \
+            f"bench_console-{options.level_by}-{level:g}.txt"
+        result.bench_exit, why = run_bench(bench, out, env, options.echo, server,
+                                           options.bench_timeout, console=console)
+        if profiler is not None:
+            _update_launch(out, profile=profiler.finish())
+        if result.bench_exit != 0 or why is not None:
+            break
+    return why
 
 
 def _ingest(out: Path, db: Any, result: LaunchResult) -> None:

@@ -56,6 +56,11 @@ class Plan:
     warmup_launch: bool | None = None
     """An unjudged launch of the baseline before round 1; None: the default (on when the
     plan profiles or the engine compiles kernels at first use)."""
+    levels: tuple[float, ...] = ()
+    """Load levels: every launch runs the bench once per level, in this order, with
+    ``--<level_by> LEVEL`` set (``ab --levels``); the verdicts are then per level."""
+    level_by: str = "max_concurrency"
+    """The bench flag a level sets: ``max_concurrency`` or ``request_rate``."""
 
     @property
     def arms(self) -> list[Arm]:
@@ -127,7 +132,8 @@ def phases_key(value: Any) -> str | None:
 
 PLAN_KEYS = ("name", "rounds", "order", "seed", "ready_timeout", "bench_timeout", "out",
              "allow_env_diff", "bench", "env", "baseline", "candidates", "sweep",
-             "fail_fast", "profile", "phases", "primary", "warmup_launch")
+             "fail_fast", "profile", "phases", "primary", "warmup_launch", "levels",
+             "level_by")
 ARM_KEYS = ("name", "command", "env")
 
 
@@ -195,7 +201,9 @@ def load_plan(path: Path, check: bool = True) -> Plan:
             out=Path(os.path.expandvars(data["out"])) if data.get("out") else None,
             env={k: str(v) for k, v in (data.get("env") or {}).items()},
             allow_env_diff=frozenset(data.get("allow_env_diff", [])),
-            bench_timeout=float(data["bench_timeout"]) if data.get("bench_timeout") else None)
+            bench_timeout=float(data["bench_timeout"]) if data.get("bench_timeout") else None,
+            levels=parse_levels(data.get("levels")),
+            level_by=str(data.get("level_by", "max_concurrency")))
     except KeyError as exc:
         raise InputError(f"plan is missing {exc.args[0]!r}", path=path,
                          hint="a plan needs baseline.command, bench and at least one "
@@ -216,6 +224,30 @@ def load_plan(path: Path, check: bool = True) -> Plan:
     return plan
 
 
+LEVEL_FLAGS = ("max_concurrency", "request_rate")
+"""What a load level sets on the bench command."""
+
+
+def parse_levels(value: Any) -> tuple[float, ...]:
+    """``levels`` of a plan (a list) or ``--levels 1,4,16``: positive numbers, in order."""
+    if value is None or value == "" or value == []:
+        return ()
+    words = value.split(",") if isinstance(value, str) else list(value)
+    try:
+        levels = tuple(float(w) for w in words)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"levels must be numbers, not {value!r}",
+                         hint="levels = [1, 4, 16] (--levels 1,4,16)") from exc
+    if any(v <= 0 for v in levels) or len(set(levels)) != len(levels):
+        raise InputError(f"levels must be distinct positive numbers, not {value!r}")
+    return levels
+
+
+def level_command(bench: list[str], level_by: str, level: float) -> list[str]:
+    """The bench command of one load level: ``--max-concurrency 4`` (or the rate) set."""
+    return _with_flag(bench, level_by, f"{level:g}")
+
+
 def check_plan(plan: Plan) -> None:
     """Refuse a plan whose arms differ in an identity key that is not the treatment: the
     experiment would not measure what it says it does."""
@@ -225,6 +257,9 @@ def check_plan(plan: Plan) -> None:
         raise InputError(f"order must be abba or random, not {plan.order!r}")
     if plan.rounds < 1:
         raise InputError("rounds must be at least 1")
+    if plan.level_by not in LEVEL_FLAGS:
+        raise InputError(f"level_by must be one of {', '.join(LEVEL_FLAGS)}, not "
+                         f"{plan.level_by!r}")
     names = [a.name for a in plan.arms]
     if len(set(names)) != len(names):
         raise InputError("arm names must be unique: " + ", ".join(names))
@@ -319,6 +354,10 @@ def schedule_text(plan: Plan) -> str:
         if env:
             lines.append("  env: " + " ".join(f"{k}={v}" for k, v in sorted(env.items())))
     lines.append(f"bench: {plan.bench}")
+    if plan.levels:
+        flag = "--" + plan.level_by.replace("_", "-")
+        lines.append(f"load levels: the bench once per level, {flag} "
+                     + ", ".join(f"{v:g}" for v in plan.levels) + ", in that order")
     lines.append("Deciding metric: " + (metric_label(plan.primary) + " (declared)"
                                          if plan.primary else "the default (compare --help)"))
     lines.append("Identity check: the arms differ only in the treatment"

@@ -137,7 +137,7 @@ def _run_plan(plan: Plan, db: Path, store: Any, echo: Echo | None,
             name=name, out=out / name, ready_timeout=plan.ready_timeout, bench=plan.bench,
             bench_timeout=plan.bench_timeout, db=db, env={**plan.env, **arm.env},
             stop_waits=stop_waits, echo=echo, record_only=record_only, phases=plan.phases,
-            profile_steps=profile, store=store,
+            profile_steps=profile, store=store, levels=plan.levels, level_by=plan.level_by,
             launch_info={"plan": plan.name, "arm": arm.name, **info, **judging}))
 
     warm, why = warmup_default(plan)

@@ -258,11 +258,12 @@ class Server:
 
 
 def run_bench(command: list[str], out: Path, env: Mapping[str, str], echo: Echo | None,
-           server: Server, timeout: float | None) -> tuple[int, str | None]:
-    """Run the bench; its output goes to ``bench_console.txt`` (and to ``echo``).  Returns
+              server: Server, timeout: float | None,
+              console: str = "bench_console.txt") -> tuple[int, str | None]:
+    """Run the bench; its output goes to ``console`` in ``out`` (and to ``echo``).  Returns
     its exit code and why it was stopped, if it was: the server died under it, or it ran
     past ``timeout`` seconds (it is then killed, with its process group)."""
-    with open(out / "bench_console.txt", "wb") as log:
+    with open(out / console, "wb") as log:
         try:
             proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, env=dict(env),

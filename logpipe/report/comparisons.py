@@ -158,6 +158,8 @@ def comparison_dict(c: Any) -> dict[str, Any]:
         "unmatched_strata": c.unmatched_strata,
         "excluded_lines": c.excluded,
         "speculation": c.speculation,
+        "load_levels": [r.to_dict() for r in c.levels],
+        "crossover": c.crossover,
         "phases": {side: [p.to_dict() for p in ps] for side, ps in c.phases.items()},
         "notes": c.notes,
     }
@@ -206,6 +208,33 @@ def _head_label(c: Any) -> str:
     return ""
 
 
+def _level_lines(c: Any) -> list[str]:
+    """Per load level: the arms' launch values, the ratio with its interval, the verdict;
+    then the crossover."""
+    if not c.levels:
+        return []
+    from logpipe.analysis.client_metrics import metric_label
+    from logpipe.analysis.levels import settled
+
+    out = [f"By load level ({metric_label(c.levels[0].metric)}, one value per launch per "
+           "level, judged level by level):"]
+    rows = []
+    for r in c.levels:
+        t = r.test
+        rows.append((r.level.label,
+                     ", ".join(num_text(v, 1) for v in t.values_a),
+                     ", ".join(num_text(v, 1) for v in t.values_b),
+                     num_text(t.ratio, 3),
+                     f"{num_text(t.ci_low, 3)}–{num_text(t.ci_high, 3)}"
+                     if t.ci_low is not None else "–",
+                     t.verdict + ("" if settled(t) else f" ({t.method})")))
+    out.append(rows_text(["level", "reference launches", "candidate launches", "ratio",
+                          "95% CI", "verdict"], rows, "table").rstrip("\n").rsplit("\n", 1)[0])
+    if c.crossover:
+        out.append(f"Crossover: {c.crossover}")
+    return out
+
+
 def comparison_text(c: Any) -> str:
     head = (f"{c.candidate} vs {c.reference} (reference): {c.verdict.upper()}"
             f"{_head_label(c)} (exit {c.exit_code})")
@@ -231,6 +260,7 @@ def comparison_text(c: Any) -> str:
                                 "lines (within launch)", "median ref / cand (within)",
                                 "p (within)"], rows, "table")
                      .rstrip("\n").rsplit("\n", 1)[0])
+    lines += _level_lines(c)
     lines += _speculation_lines(c)
     lines += _phase_lines(c)
     for name, strata in c.unmatched_strata.items():
@@ -265,6 +295,17 @@ def comparison_markdown(c: Any) -> str:
                          f"{_metric_verdict(m)} | {t.n_a} / {t.n_b} | {num_text(t.median_a)} → "
                          f"{num_text(t.median_b)} | {p} |")
         lines.append("")
+    if c.levels:
+        lines.append("| load level | ratio | 95% CI | verdict |")
+        lines.append("|---|---|---|---|")
+        for r in c.levels:
+            t = r.test
+            ci = f"{num_text(t.ci_low, 3)}–{num_text(t.ci_high, 3)}" if t.ci_low is not None \
+                else "–"
+            lines.append(f"| {r.level.label} | {num_text(t.ratio, 3)} | {ci} | {t.verdict} |")
+        lines.append("")
+        if c.crossover:
+            lines.append(f"- Crossover: {c.crossover}")
     lines += [f"- {x}" for x in _speculation_lines(c)]
     lines += [f"- {x.strip()}" for x in _phase_lines(c)]
     lines += [f"- {n}" for n in c.notes]

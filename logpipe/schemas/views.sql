@@ -245,8 +245,11 @@ WITH cfg AS (
 ),
 wl AS (
     SELECT run_id,
+           -- in a fixed order: a launch benched at several load levels is one workload
            string_agg(DISTINCT concat_ws('/', tool, dataset_name, request_rate,
-                                         max_concurrency, num_prompts), '; ') AS workload
+                                         max_concurrency, num_prompts), '; '
+                      ORDER BY concat_ws('/', tool, dataset_name, request_rate,
+                                         max_concurrency, num_prompts)) AS workload
     FROM bench_results WHERE duplicate_of IS NULL AND run_id IS NOT NULL GROUP BY run_id
 )
 SELECT r.run_id, r.name, r.env_fingerprint, r.model, r.env_complete, r.profiled,
