@@ -802,3 +802,9 @@ def test_ab_with_load_levels_benches_each_level_and_judges_each(tmp_path: Path) 
     as_json = json.loads(runner.invoke(app, ["compare", "--campaign", "demo", "--db", str(db),
                                              "--format", "json"]).stdout)
     assert [lv["max_concurrency"] for lv in as_json["comparisons"][0]["load_levels"]] == [1, 3]
+    # the report plots the ratio against load, from the same comparison
+    from logpipe.report.html import build_report
+
+    report = build_report(db, tmp_path / "report.html", plan="demo", with_checks=False)
+    html = (tmp_path / "report.html").read_text()
+    assert report.figures >= 1 and "fig-levels-0" in html and "break-even" in html

@@ -68,3 +68,11 @@ def test_interleaved_levels_locate_no_crossover() -> None:
     spec = {C1: [70, 71, 69], C4: [390, 393, 387], C16: [560, 565, 555]}
     said = crossover(judged(base, spec)) or ""
     assert said.startswith("no crossover located: better and worse levels interleave")
+
+
+def test_a_level_that_pays_alone_is_named_without_locating_a_break_even() -> None:
+    base = {C1: [100, 130, 115], C4: [300, 302, 298], C16: [800, 805, 795]}
+    spec = {C1: [105, 120, 118], C4: [301, 297, 303], C16: [1000, 1010, 990]}
+    assert crossover(judged(base, spec)) == (
+        "the candidate pays at concurrency 16 (+25% client output throughput); no other "
+        "level differs significantly: the intervals do not locate a break-even")

@@ -20,7 +20,8 @@ def test_samples_match_the_generator(tmp_path: Path) -> None:
     # real recordings, not generated: the profiler traces and the real engines' campaigns;
     # vLLM's eras and wrappers are written by hand from the format reference's templates
     recorded = {"README.md"}
-    real = ("real-cpu", "real-cpu-phases", "real-cpu-profiled", "real-gpu",
+    real = ("real-cpu", "real-cpu-phases", "real-cpu-profiled", "real-gpu", "real-cpu-levels",
+            "real-cpu-levels-seeded", "real-cpu-levels-loop",
             "real-gpu-profiled", "real-gpu-phases", "real-vllm-cpu", "real-engines-cpu")
     committed = {p.relative_to(SAMPLES) for p in SAMPLES.rglob("*") if p.is_file()
                  and p.name not in recorded and not p.name.endswith(".trace.json.gz")

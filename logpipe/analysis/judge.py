@@ -196,6 +196,10 @@ def _load_levels(ref: list[RunSamples], cand: list[RunSamples], c: Comparison,
     c.levels = judge_levels(*kept, metric, paired=bool(paired_by), alpha=options.alpha,
                             threshold=options.threshold)
     c.crossover = crossover(c.levels)
+    if c.levels:
+        c.notes.append(f"every launch benched {len(c.levels)} load levels: a launch's client "
+                       "value in the metrics above is its median over all its records (the "
+                       "levels pooled); the per-level verdicts judge each load alone")
 
 
 def _configs(ref: Sequence[RunSamples], cand: Sequence[RunSamples]

@@ -175,14 +175,9 @@ def crossover(results: Sequence[LevelResult]) -> str | None:
                     f"({changes(worse)}): break-even between them")
         return ("no crossover located: better and worse levels interleave ("
                 + ", ".join(f"{r.level.label}: {r.test.verdict}" for r in results) + ")")
-    if better:
-        last_better = max(better, key=lambda r: r.level.load)
-        return (f"the candidate pays up to {last_better.level.label} ({changes(better)} "
-                f"{name}); above it no level differs significantly: the intervals do not "
-                "locate a break-even")
-    if worse:
-        first_worse = min(worse, key=lambda r: r.level.load)
-        return (f"the candidate costs from {first_worse.level.label} ({changes(worse)} "
-                f"{name}); below it no level differs significantly: the intervals do not "
-                "locate a break-even")
+    if better or worse:
+        some, word = (better, "pays") if better else (worse, "costs")
+        return (f"the candidate {word} at " + ", ".join(r.level.label for r in some)
+                + f" ({changes(some)} {name}); no other level differs significantly: the "
+                "intervals do not locate a break-even")
     return f"no level differs significantly ({span}): no crossover in range"

@@ -212,10 +212,18 @@ def environment_noise(store: Store, run: RunSamples,
     When the arms judged are replicated (``launches``: each arm of two or more), their
     own launches are left out: their rounds are pooled with the environment's noise, not
     counted twice; a launch judged alone against the noise keeps its own A/A pairs."""
+    # the client's launch noise depends on the workload (a 2-second bench of 24 prompts is
+    # noisier than a long one; a launch benched at several levels pools them): it is
+    # borrowed only from repeats of the judged launches' own workload
+    workloads = {r.workload for arm in launches for r in arm} or {run.workload}
+    workload = next(iter(workloads)) if len(workloads) == 1 else None
+
     def measured(exclude: frozenset[str] = frozenset()) -> EnvNoise:
         groups = repeat_groups(store, run.fingerprint, run.model, exclude)
+        same = {label: members for label, members in groups.items()
+                if workload and label.split("|", 1)[1] == workload}
         return EnvNoise(noise_for(store, run.fingerprint, run.model, groups=groups),
-                        clients.client_noise(store, groups))
+                        clients.client_noise(store, same))
 
     full = measured()
     if not (len(launches) > 1 and all(len(arm) > 1 for arm in launches)):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from logpipe.env import capture
+from logpipe.env import capture, redact_command
 from logpipe.errors import InputError
 from logpipe.experiment.plan import level_command, split_env
 from logpipe.experiment.supervise import (
@@ -271,6 +271,11 @@ def launch(command: list[str], options: LaunchOptions | None = None) -> LaunchRe
     if options.phases:
         env.update(_phase_env(command, options.phases, env))
         info["phases"] = options.phases
+    if options.bench:
+        # how the bench was asked for (as given: `{out}` and `$VARS` unfilled, secrets
+        # redacted) is part of the launch's workload: two launches whose records look
+        # alike but whose prompts differ (another --seed) are not repeats of one another
+        info["bench"] = shlex.join(redact_command(shlex.split(options.bench)))
     if options.levels:
         info.update(levels=",".join(f"{v:g}" for v in options.levels),
                     level_by=options.level_by)
@@ -342,8 +347,10 @@ def _run_benches(options: LaunchOptions, server: Server, out: Path, name: str, h
     levels: list[float | None] = list(options.levels) or [None]
     why = None
     for i, level in enumerate(levels):
-        bench = template if level is None else \
-            level_command(template, options.level_by, level)
+        # `{level}` in the bench command is the level (`--seed {level}`: other prompts at
+        # every level, so that no cache learns them at the first)
+        bench = template if level is None else level_command(
+            [w.replace("{level}", f"{level:g}") for w in template], options.level_by, level)
         at = "" if level is None else f" [{options.level_by} {level:g}]"
         say(f"logpipe: bench{at}: {shlex.join(bench)}")
         profiler = None

@@ -11,7 +11,7 @@ from typing import Any
 
 from logpipe.errors import InputError, LogpipeError
 from logpipe.experiment.launch import LaunchOptions, LaunchResult, launch
-from logpipe.experiment.plan import Arm, Plan, check_plan, warmup_default
+from logpipe.experiment.plan import Arm, Plan, check_plan, replayed_prompts, warmup_default
 from logpipe.experiment.supervise import STOP_WAIT_S, Echo
 
 
@@ -175,6 +175,9 @@ def _run_plan(plan: Plan, db: Path, store: Any, echo: Echo | None,
     if warm and not done:
         result.notes.append(f"a warm-up launch of each arm ran before round 1 ({why}); "
                             "they are not judged")
+    replayed = replayed_prompts(plan)
+    if replayed:
+        result.notes.append(replayed)
     if stopped:
         result.notes.append(stopped)
     if record_only:

@@ -120,15 +120,18 @@ def _spec_cells(c: Any) -> list[Any]:
             else round(s["break_even_accept_len"], 2)]
 
 
-def _experiments(store: Store, runs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+def _experiments(store: Store, runs: list[tuple[str, str]]
+                 ) -> tuple[list[tuple[str, str]], list[Any]]:
     """What an engineer asks first: each campaign's candidates against its baseline with
     the rounds side by side, and each speculative run against its same-environment
-    baseline."""
+    baseline.  Returns the sections and the comparisons judged (their load levels are
+    plotted)."""
     from logpipe.analysis.compare import campaign_rounds, judge_campaign
     from logpipe.analysis.decide import primary_metric
     from logpipe.errors import LogpipeError
 
     sections: list[tuple[str, str]] = []
+    compared: list[Any] = []
     ids = [rid for rid, _ in runs]
     facts = _launch_facts(store, ids)
     plans: dict[str, list[tuple[str, str, dict[str, Any]]]] = {}
@@ -152,6 +155,7 @@ def _experiments(store: Store, runs: list[tuple[str, str]]) -> list[tuple[str, s
             except LogpipeError as exc:
                 verdicts.append(["–", base_arm, "not judged", "–", "–", "–", "–", "–", "–",
                                  str(exc)])
+            compared += judged
             for c in judged:
                 lead = primary_metric(c)
                 ratios = (", ".join(f"{r:.3f}" for r in lead.launch.round_ratios)
@@ -196,6 +200,7 @@ def _experiments(store: Store, runs: list[tuple[str, str]]) -> list[tuple[str, s
                                        [rid]) != ("speculative",):
             continue
         c = compare_with_baseline(store, rid)
+        compared.append(c)
         rows.append([name, c.reference, c.verdict, *_ratio_cells(c), *_spec_cells(c),
                      "; ".join(c.notes[:2])])
     if rows:
@@ -206,7 +211,7 @@ def _experiments(store: Store, runs: list[tuple[str, str]]) -> list[tuple[str, s
     if not sections:
         sections.append(("Experiments", "<p>No speculative run or `ab` campaign among "
                                         "these runs.</p>"))
-    return sections
+    return sections, compared
 
 
 def _environment_groups(store: Store, runs: list[tuple[str, str]]) -> tuple[str, str]:
@@ -336,6 +341,31 @@ def _distributions(store: Store, runs: list[tuple[str, str]]) -> dict[str, Any]:
         "height": 420, "showlegend": False, "margin": {"l": 60, "r": 20, "t": 50, "b": 120}}}
 
 
+def _levels_figure(c: Any) -> dict[str, Any]:
+    """The candidate's ratio to the reference against load, each level with its 95%
+    interval, and the break-even line: where speculation stops paying."""
+    from logpipe.analysis.client_metrics import metric_label
+
+    pts = [r for r in c.levels if r.test.ratio is not None]
+    x = [r.level.label for r in pts]
+    y = [r.test.ratio for r in pts]
+    data = [{
+        "type": "scatter", "mode": "lines+markers", "name": "candidate / reference",
+        "x": x, "y": y, "text": [r.test.verdict for r in pts],
+        "error_y": {"type": "data", "symmetric": False,
+                    "array": [(r.test.ci_high or r.test.ratio) - r.test.ratio for r in pts],
+                    "arrayminus": [r.test.ratio - (r.test.ci_low or r.test.ratio)
+                                   for r in pts]},
+    }, {"type": "scatter", "mode": "lines", "name": "break-even", "x": x, "y": [1.0] * len(x),
+        "line": {"dash": "dash"}}]
+    what = metric_label(c.levels[0].metric)
+    return {"data": data, "layout": {
+        "title": {"text": f"{c.candidate} vs {c.reference} by load: {c.crossover or ''}"[:160]},
+        "height": 420, "xaxis": {"title": {"text": "load level"}, "type": "category"},
+        "yaxis": {"title": {"text": f"ratio of {what} (95% CI)"}},
+        "margin": {"l": 60, "r": 30, "t": 50, "b": 50}}}
+
+
 def _sweep_figure(result: Any) -> dict[str, Any] | None:
     if not result.groups:
         return None
@@ -447,8 +477,11 @@ def _figures(store: Store, runs: list[tuple[str, str]]) -> list[tuple[str, Any, 
     from logpipe.analysis.sweep import sweep
 
     blocks: list[tuple[str, Any, Any]] = []
-    for title, body in _experiments(store, runs):
+    sections, compared = _experiments(store, runs)
+    for title, body in sections:
         blocks.append(("section", title, body))
+    for i, c in enumerate(c for c in compared if c.levels):
+        blocks.append(("figure", f"levels-{i}", _levels_figure(c)))
     try:
         result = sweep(store, "speculative_num_steps", run_ids=[r for r, _ in runs])
     except LogpipeError:

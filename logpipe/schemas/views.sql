@@ -253,8 +253,12 @@ wl AS (
     FROM bench_results WHERE duplicate_of IS NULL AND run_id IS NOT NULL GROUP BY run_id
 )
 SELECT r.run_id, r.name, r.env_fingerprint, r.model, r.env_complete, r.profiled,
-       coalesce(c.config_key, md5('')) AS config_key, w.workload
-FROM runs r LEFT JOIN cfg c USING (run_id) LEFT JOIN wl w USING (run_id);
+       coalesce(c.config_key, md5('')) AS config_key,
+       -- and the bench command a launch recorded (another --seed: other prompts)
+       CASE WHEN b.value IS NULL THEN w.workload
+            ELSE concat_ws(' | ', w.workload, b.value) END AS workload
+FROM runs r LEFT JOIN cfg c USING (run_id) LEFT JOIN wl w USING (run_id)
+LEFT JOIN run_env b ON b.run_id = r.run_id AND b.key = 'launch.bench';
 
 -- The measured launch-to-launch noise of an environment: per fingerprint, model and
 -- stratum, the pooled standard deviation of log per-launch medians over every group of
