@@ -265,22 +265,31 @@ def _current(store: Store, rescan: bool, update_cache: bool) -> list[str]:
     """:func:`_open_current` for a store the caller opened (and keeps open): the stale
     runs; repaired in place with ``update_cache`` (the store must be open for writing)."""
     if store.outdated() and not update_cache:
-        raise DatabaseError(
-            "the database was written by an older logpipe (its schema needs a migration); "
-            "read commands never write", path=store.path,
-            hint="bring it up to date with `logpipe check --update-cache` (or any "
-                 "`logpipe ingest` into it)")
+        raise _outdated(store.path)
     if store.outdated():
         store.migrate()
     kept = _scan_once(store, rescan)
     stale = [run_id for run_id, _ in summaries.stale(store)]
     if (stale or not kept) and update_cache:
         with store.transaction():
-            summaries.repair_ranges(store, every_column=rescan)
-            _scan_once(store)
-            summaries.refresh(store)
+            _repair(store, rescan)
         return []
     return stale
+
+
+def _outdated(path: str | Path) -> DatabaseError:
+    return DatabaseError(
+        "the database was written by an older logpipe (its schema needs a migration); "
+        "read commands never write", path=path,
+        hint="bring it up to date with `logpipe check --update-cache` (or any "
+             "`logpipe ingest` into it)")
+
+
+def _repair(store: Store, rescan: bool) -> None:
+    """Kept ranges and per-run statistics brought up to date (``--update-cache``)."""
+    summaries.repair_ranges(store, every_column=rescan)
+    _scan_once(store)  # repaired: the kept ranges give the keys
+    summaries.refresh(store)
 
 
 @contextmanager
@@ -310,11 +319,7 @@ def _open_current(db: str | Path, rescan: bool = False,
     stale: list[str] = []
     if store.outdated() and not update_cache:
         store.close()
-        raise DatabaseError(
-            "the database was written by an older logpipe (its schema needs a migration); "
-            "read commands never write", path=db,
-            hint="bring it up to date with `logpipe check --update-cache` (or any "
-                 "`logpipe ingest` into it)")
+        raise _outdated(db)
     try:
         if not store.outdated():
             kept = _scan_once(store, rescan)
@@ -326,9 +331,7 @@ def _open_current(db: str | Path, rescan: bool = False,
     store.close()
     try:
         with open_db(db) as writer, writer.transaction():
-            summaries.repair_ranges(writer, every_column=rescan)
-            _scan_once(writer)  # repaired: the kept ranges give the keys
-            summaries.refresh(writer)
+            _repair(writer, rescan)
         stale = []
     except (duckdb.Error, LogpipeError):
         pass

@@ -250,10 +250,7 @@ def replayed_prompts(plan: Plan) -> str | None:
     others, and the levels are not judged alike."""
     if len(plan.levels) < 2 or "{level}" in plan.bench:
         return None
-    words = shlex.split(plan.bench)
-    seeded = next((w for i, w in enumerate(words) if w.startswith("--seed")
-                   and (w != "--seed" or i + 1 < len(words))), None)
-    if seeded is None:
+    if not any(w == "--seed" or w.startswith("--seed=") for w in shlex.split(plan.bench)):
         return None
     return ("every load level of a launch replays the same prompts (the bench is seeded "
             "once): NGRAM's n-gram store and the radix cache learn them at the first level "
