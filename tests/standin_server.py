@@ -38,6 +38,21 @@ def say(msg: str) -> None:
         sys.stdout.flush()
 
 
+def metrics_text(opts: argparse.Namespace, state: dict[str, Any]) -> str:
+    """``/metrics`` in the shape SGLang 0.5.23 serves it (``--enable-metrics``): the
+    tokenizer's counters of the requests served so far, under its names and labels."""
+    labels = f'engine_type="unified",is_streaming="true",model_name="{opts.model_path}"'
+    with LOCK:
+        tokens, finished = state.get("generated", 0), state.get("finished", 0)
+    return (
+        "# HELP sglang:generation_tokens_total Number of generation tokens processed.\n"
+        "# TYPE sglang:generation_tokens_total counter\n"
+        f"sglang:generation_tokens_total{{{labels}}} {float(tokens)}\n"
+        "# HELP sglang:num_requests_total The number of requests.\n"
+        "# TYPE sglang:num_requests_total counter\n"
+        f"sglang:num_requests_total{{{labels}}} {float(finished)}\n")
+
+
 def server_args(opts: argparse.Namespace) -> dict[str, Any]:
     spec = opts.speculative_algorithm
     return {
@@ -87,8 +102,18 @@ class Handler(BaseHTTPRequestHandler):
             self._reply(200, {**server_args(self.opts), "version": "0.5.23"})
         elif self.path == "/model_info":
             self._reply(200, {"model_path": self.opts.model_path})
+        elif self.path == "/metrics" and self.opts.enable_metrics:
+            self._text(metrics_text(self.opts, self.state))
         else:
             self._reply(404, {})
+
+    def _text(self, text: str) -> None:
+        data = text.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     def do_POST(self) -> None:  # noqa: N802
         length = int(self.headers.get("Content-Length") or 0)
@@ -110,6 +135,9 @@ class Handler(BaseHTTPRequestHandler):
                 f"{self.opts.die_after} requests")
             os._exit(1)
         generate(self.opts, n, self.state)
+        with LOCK:
+            self.state["generated"] = self.state.get("generated", 0) + n
+            self.state["finished"] = self.state.get("finished", 0) + 1
         self._reply(200, {"text": "x" * n, "meta_info": {"completion_tokens": n}})
 
 
@@ -196,6 +224,7 @@ def main() -> None:
     p.add_argument("--die-during-load", action="store_true",
                    default=os.environ.get("STANDIN_DIE_DURING_LOAD") == "1")
     p.add_argument("--hang", action="store_true")
+    p.add_argument("--enable-metrics", action="store_true")  # serve /metrics
     p.add_argument("--disable-cuda-graph", action="store_true")  # accepted, changes nothing
     p.add_argument("--slow-start", type=float, default=0.0)
     p.add_argument("--ignore-sigint", action="store_true")

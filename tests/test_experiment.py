@@ -808,3 +808,37 @@ def test_ab_with_load_levels_benches_each_level_and_judges_each(tmp_path: Path) 
     report = build_report(db, tmp_path / "report.html", plan="demo", with_checks=False)
     html = (tmp_path / "report.html").read_text()
     assert report.figures >= 1 and "fig-levels-0" in html and "break-even" in html
+
+
+def test_launch_scrapes_the_engines_counters_around_each_level(tmp_path: Path) -> None:
+    """Each level's bench runs between two ``/metrics`` snapshots (``metrics/`` in the run
+    folder); ingested, ``counter_deltas`` holds the tokens the server generated in each
+    level, which are the tokens the bench's own record counted.  A server that serves no
+    counters is asked once, and the manifest says why none were taken."""
+    port = free_port()
+    db = tmp_path / "db.duckdb"
+    res = launch(server(port, "--enable-metrics"),
+                 LaunchOptions(name="counted", out=tmp_path / "counted", bench=bench(),
+                               db=db, levels=(1.0, 3.0), stop_waits=FAST_STOP))
+    assert res.status == "ok"
+    assert sorted(p.name for p in (res.out / "metrics").iterdir()) == [
+        "max_concurrency-1-after.prom", "max_concurrency-1-before.prom",
+        "max_concurrency-3-after.prom", "max_concurrency-3-before.prom"]
+    head = (res.out / "metrics" / "max_concurrency-3-after.prom").read_text().splitlines()[0]
+    assert head.startswith("# logpipe-scrape: ") and '"phase": "after"' in head
+    deltas = query(db, "SELECT d.level, d.delta, d.window_s > 0, d.engine FROM counter_deltas d "
+                       "WHERE d.metric = 'generated_tokens' ORDER BY 1")
+    benched = query(db, "SELECT max_concurrency, total_output_tokens FROM bench_results "
+                        "ORDER BY 1")
+    assert [(lv, tokens) for lv, tokens, _, _ in deltas] == [
+        (float(c), float(t)) for c, t in benched]
+    assert all(ok and engine == "sglang" for _, _, ok, engine in deltas)
+    manifest = json.loads((res.out / "env.json").read_text())["launch"]
+    assert manifest["counters"] == {"endpoint": "/metrics", "snapshots": 4, "status": "taken"}
+
+    port = free_port()
+    plain = launch(server(port), LaunchOptions(name="plain", out=tmp_path / "plain",
+                                               bench=bench(), db=db, stop_waits=FAST_STOP))
+    assert plain.status == "ok" and not (plain.out / "metrics").exists()
+    said = json.loads((plain.out / "env.json").read_text())["launch"]["counters"]
+    assert said["status"] == "not served" and "--enable-metrics" in said["message"]

@@ -22,7 +22,8 @@ def test_samples_match_the_generator(tmp_path: Path) -> None:
     recorded = {"README.md"}
     real = ("real-cpu", "real-cpu-phases", "real-cpu-profiled", "real-gpu", "real-cpu-levels",
             "real-cpu-levels-seeded", "real-cpu-levels-loop",
-            "real-gpu-profiled", "real-gpu-phases", "real-vllm-cpu", "real-engines-cpu")
+            "real-gpu-profiled", "real-gpu-phases", "real-vllm-cpu", "real-engines-cpu",
+            "real-cpu-counters", "real-vllm-cpu-counters")
     committed = {p.relative_to(SAMPLES) for p in SAMPLES.rglob("*") if p.is_file()
                  and p.name not in recorded and not p.name.endswith(".trace.json.gz")
                  and p.relative_to(SAMPLES).parts[0] not in real

@@ -30,7 +30,8 @@ def test_blank_database_has_documented_columns(db: Path) -> None:
     assert set(docs) == {"sources", "runs", "run_env", "batches", "events",
                          "http_requests", "rejects", "bench_results", "phase_timings",
                          "request_metrics", "traces", "trace_kernels", "trace_annotations",
-                         "trace_ops", "line_prefixes", "vllm_stats", "vllm_spec_metrics"}
+                         "trace_ops", "line_prefixes", "vllm_stats", "vllm_spec_metrics",
+                         "metric_snapshots"}
     with Store.open(db) as store:
         for table, columns in docs.items():
             assert store.columns(table) == columns, table
@@ -57,7 +58,8 @@ def test_documented_views_exist(db: Path) -> None:
     assert views == ["bench_results_all", "server_samples", "batch_states", "steady_decode",
                      "run_pairs",
                      "spec_pairing",
-                     "bench_vs_log", "phase_summary", "profiling_overhead", "kernel_summary",
+                     "bench_vs_log", "counter_deltas", "level_windows", "level_samples",
+                     "phase_summary", "profiling_overhead", "kernel_summary",
                      "kernel_class_summary", "trace_steps", "annotation_summary", "run_summary",
                      "launch_values", "run_configs", "launch_noise", "run_batch_ranges",
                      "run_data_keys"]

@@ -37,17 +37,23 @@ SERVER_PRIMARY = "decode_throughput"
 """The server family's deciding metric: steady decode throughput per running-request level
 (the strata taken through Holm's correction)."""
 DEFAULT_CLIENT_PRIMARY = "output_throughput"
-PRIMARY_CHOICES = (SERVER_PRIMARY, *BY_COLUMN)
+COUNTERS_PRIMARY = "counter_output_throughput"
+"""The engine's own counters: output tokens over each bench's window
+(:mod:`logpipe.analysis.counters`); decides for the server where its log has too few
+windows."""
+PRIMARY_CHOICES = (SERVER_PRIMARY, COUNTERS_PRIMARY, *BY_COLUMN)
 
 
 def parse_primary(value: str | None) -> str | None:
     """``--primary`` / the plan's ``primary``: a client metric's column (``output_throughput``,
-    ``p99_ttft_ms``, with or without ``client.``) or ``decode_throughput`` (the server log)."""
+    ``p99_ttft_ms``, with or without ``client.``), ``decode_throughput`` (the server log)
+    or ``counter_output_throughput`` (``counters``: the engine's own counters)."""
     if value is None or not value.strip():
         return None
     key = value.strip().lower().replace("-", "_").replace(" ", "_")
     key = key.removeprefix("client.").removeprefix("server.")
-    aliases = {"server": SERVER_PRIMARY, "log": SERVER_PRIMARY, "client": DEFAULT_CLIENT_PRIMARY}
+    aliases = {"server": SERVER_PRIMARY, "log": SERVER_PRIMARY, "client": DEFAULT_CLIENT_PRIMARY,
+               "counters": COUNTERS_PRIMARY}
     key = aliases.get(key, key)
     if key not in PRIMARY_CHOICES:
         raise InputError(f"unknown deciding metric {value!r}",
@@ -55,9 +61,16 @@ def parse_primary(value: str | None) -> str | None:
     return key
 
 
+def higher_is_better(key: str) -> bool:
+    """Whether more is better for a deciding metric (the throughputs; not latencies)."""
+    return key in (SERVER_PRIMARY, COUNTERS_PRIMARY) or BY_COLUMN[key].higher_is_better
+
+
 def metric_label(key: str) -> str:
     if key == SERVER_PRIMARY:
         return "server decode throughput"
+    if key == COUNTERS_PRIMARY:
+        return "server counters' output throughput"
     return f"client {BY_COLUMN[key].name}"
 
 

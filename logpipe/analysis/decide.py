@@ -136,6 +136,8 @@ def metric_name(m: Metric | None) -> str:
     if m is None:
         return "no metric"
     where = f" @ {m.stratum} running" if m.stratum is not None else ""
+    if m.family == "counters":  # its names say so: "output throughput (counters)"
+        return f"{m.name}{where}"
     return f"{m.family} {m.name}{where}"
 
 
@@ -144,7 +146,8 @@ def deciding_metric(c: Comparison) -> Metric | None:
     decode throughput at its best-populated stratum."""
     if c.primary == SERVER_PRIMARY:
         return primary_metric(c)
-    return next((m for m in c.metrics if m.family == "client" and m.key == c.primary), None)
+    return next((m for m in c.metrics if m.family in ("client", "counters")
+                 and m.key == c.primary), None)
 
 
 def _client_verdict(c: Comparison, options: Options) -> None:
@@ -160,7 +163,7 @@ def _client_verdict(c: Comparison, options: Options) -> None:
                           if m.launch is not None else "every launch")
                        + " (declare another with --primary)")
         return
-    c.replication = _client_replication(m.launch, c)
+    c.replication = _client_replication(m.launch, c, m.family)
     if c.same_configuration:
         _same_configuration(c, m, [x for x in c.metrics if x.launch is not None])
         return
@@ -170,11 +173,12 @@ def _client_verdict(c: Comparison, options: Options) -> None:
         c.notes.append(f"{label}: {m.launch.disagreeing}")
 
 
-def _client_replication(t: LaunchTest, c: Comparison) -> str:
+def _client_replication(t: LaunchTest, c: Comparison, family: str = "client") -> str:
     ka, kb = t.launches
     if t.method.startswith("paired rounds"):
+        what = "client values" if family == "client" else "counted values"
         return (f"{ka} rounds, paired: verdict on the per-round ratios of the launches' "
-                "client values (Student t)")
+                f"{what} (Student t)")
     if t.method == "welch":
         return f"unpaired arms of {ka} and {kb} launches: Welch on per-launch log values"
     if t.method == "launch noise":

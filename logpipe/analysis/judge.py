@@ -10,7 +10,9 @@ from typing import Any
 import numpy as np
 
 from logpipe.analysis import client as clients
+from logpipe.analysis import counters
 from logpipe.analysis.client import SERVER_PRIMARY
+from logpipe.analysis.client_metrics import COUNTERS_PRIMARY
 from logpipe.analysis.decide import (
     decide,
     deciding_metric,
@@ -116,6 +118,7 @@ def compare_arms(ref: Sequence[RunSamples], cand: Sequence[RunSamples],
     _statistics(a, b, c, options)
     _launch_level(ref, cand, c, options, paired_by)
     _client_family(ref, cand, c, options, paired_by)
+    _counter_family(ref, cand, c, options, paired_by)
     _choose_primary(ref, cand, c, options)
     _load_levels(ref, cand, c, options, paired_by)
     speculation_metrics(a, b, c)
@@ -186,20 +189,65 @@ def _client_family(ref: list[RunSamples], cand: list[RunSamples], c: Comparison,
         c.metrics.append(m)
 
 
+def _counter_family(ref: list[RunSamples], cand: list[RunSamples], c: Comparison,
+                    options: Options, paired_by: str) -> None:
+    """Each counter metric (the engine's own ``/metrics`` over each bench) judged on one
+    value per launch, by the launch rule, against the environment's launch noise of the
+    same counters."""
+    kw = {"alpha": options.alpha, "threshold": options.threshold}
+    names_a, names_b = [r.name for r in ref], [r.name for r in cand]
+    for cm in counters.COUNTER_METRICS:
+        va = [r.counters.values.get(cm.key) for r in ref]
+        vb = [r.counters.values.get(cm.key) for r in cand]
+        xa = np.array([v for v in va if v is not None], dtype=float)
+        xb = np.array([v for v in vb if v is not None], dtype=float)
+        if cm.higher_is_better is None and (len(xa) or len(xb)):
+            c.notes.append(counters.describe_accept_length(ref, cand))
+        if not len(xa) or not len(xb):
+            continue
+        m = Metric(cm.name, cm.unit, cm.higher_is_better,
+                   compare_samples(xa, xb, higher_is_better=cm.higher_is_better, **kw),
+                   family="counters", key=cm.key)
+        if cm.higher_is_better is None:
+            m.gates = False  # a mechanism (the acceptance length), shown, never deciding
+        else:
+            m.launch = judge_launches(
+                names_a, va, names_b, vb, higher_is_better=cm.higher_is_better,
+                paired=bool(paired_by),
+                noise=(c.pooled.client if paired_by else c.client_noise).get(cm.key),
+                within=None, configs=_configs(ref, cand), **kw)
+        c.metrics.append(m)
+
+
+def _log_has_no_launch_value(c: Comparison) -> bool:
+    """The server log gives no decode verdict: no shared stratum, or too few steady lines
+    in every one for a launch's median."""
+    decode = [m for m in c.metrics if m.name == "decode throughput"]
+    return all(m.verdict == "insufficient data" for m in decode)
+
+
 def _load_levels(ref: list[RunSamples], cand: list[RunSamples], c: Comparison,
                  options: Options, paired_by: str) -> None:
-    """The client's deciding metric (output throughput where the server log decides)
-    judged per load level every launch benched, and the crossover they locate."""
-    metric = c.primary if c.primary in clients.BY_COLUMN else clients.DEFAULT_CLIENT_PRIMARY
+    """The deciding metric judged per load level every launch benched, and the crossover
+    they locate: the client's, the counters' over each level's window, or the server log's
+    lines inside each level's window (the client's output throughput where the log's lines
+    are not split by level: no counter snapshots timed the levels)."""
+    metric = c.primary
+    if metric == SERVER_PRIMARY and not all(
+            SERVER_PRIMARY in values for r in (*ref, *cand) for values in r.levels.values()):
+        metric = clients.DEFAULT_CLIENT_PRIMARY  # the log's lines are not split by level
     kept = [(r.name, {} if r.client_disturbed else r.levels) for r in ref], \
         [(r.name, {} if r.client_disturbed else r.levels) for r in cand]
     c.levels = judge_levels(*kept, metric, paired=bool(paired_by), alpha=options.alpha,
                             threshold=options.threshold)
     c.crossover = crossover(c.levels)
     if c.levels:
-        c.notes.append(f"every launch benched {len(c.levels)} load levels: a launch's client "
-                       "value in the metrics above is its median over all its records (the "
-                       "levels pooled); the per-level verdicts judge each load alone")
+        pooled = ("its median over all its records" if metric in clients.BY_COLUMN else
+                  "its tokens over all its benches' time" if metric == COUNTERS_PRIMARY else
+                  "its median over all its steady lines")
+        c.notes.append(f"every launch benched {len(c.levels)} load levels: a launch's value "
+                       f"in the metrics above is {pooled} (the levels pooled); the per-level "
+                       "verdicts judge each load alone")
 
 
 def _configs(ref: Sequence[RunSamples], cand: Sequence[RunSamples]
@@ -223,6 +271,13 @@ def _choose_primary(ref: list[RunSamples], cand: list[RunSamples], c: Comparison
         benches = [None if r.client_disturbed else r.bench for r in launches]
         c.primary, c.primary_reason = clients.default_primary(
             benches, [r.workload if r.bench.records else None for r in launches])
+    if c.primary == SERVER_PRIMARY and _log_has_no_launch_value(c) \
+            and counters.have_counters([*ref, *cand]):
+        source = next((r.counters.source for r in (*ref, *cand) if r.counters.source), None)
+        c.primary = COUNTERS_PRIMARY
+        c.primary_reason += ("; the server log has too few steady windows for a launch "
+                             "value, so the engine's own counters decide"
+                             + (f": {source}" if source else ""))
     for m in c.metrics:
         if m.gates and m.higher_is_better is not None and m.key != c.primary:
             m.secondary = True

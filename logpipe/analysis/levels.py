@@ -20,8 +20,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from logpipe.analysis.client_metrics import BY_COLUMN, CLIENT_METRICS, metric_label
-from logpipe.analysis.launches import LaunchTest, judge_launches
+from logpipe.analysis.client_metrics import (
+    CLIENT_METRICS,
+    SERVER_PRIMARY,
+    higher_is_better,
+    metric_label,
+)
+from logpipe.analysis.launches import MIN_LAUNCH_LINES, LaunchTest, judge_launches
 
 if TYPE_CHECKING:
     from logpipe.store import Store
@@ -51,7 +56,7 @@ class Level:
                 self.rate if self.rate is not None else math.inf)
 
 
-def _finite(x: Any) -> float | None:
+def finite_level(x: Any) -> float | None:
     if x is None:
         return None
     x = float(x)
@@ -70,10 +75,33 @@ def launch_levels(store: Store, run_id: str) -> dict[Level, dict[str, float]]:
         "GROUP BY ALL ORDER BY 1 NULLS LAST, 2 NULLS LAST", [run_id])
     out: dict[Level, dict[str, float]] = {}
     for row in rows:
-        level = Level(_finite(row[0]), _finite(row[1]))
+        level = Level(finite_level(row[0]), finite_level(row[1]))
         out[level] = {c: float(v) for c, v in zip(cols, row[2:], strict=True)
                       if v is not None}
     return out
+
+
+def server_levels(store: Store, run_id: str) -> dict[Level, dict[str, float]]:
+    """Each load level's steady decode median of the server log, from the lines inside
+    the level's window (``level_windows``: the counter snapshots around its bench); a
+    level with fewer than :data:`MIN_LAUNCH_LINES` steady lines has none."""
+    rows = store.all(
+        "SELECT w.level, w.level_by, median(b.gen_throughput), count(*) "
+        "FROM run_batch_states(?) b JOIN level_windows w ON w.run_id = b.run_id "
+        "AND b.ts >= w.began_at AND b.ts <= w.ended_at "
+        "WHERE b.kind IN ('decode', 'window') AND b.state = 'steady' "
+        "AND b.gen_throughput IS NOT NULL GROUP BY ALL", [run_id])
+    out: dict[Level, dict[str, float]] = {}
+    for level, level_by, median, n in rows:
+        if n >= MIN_LAUNCH_LINES and median is not None:
+            out[level_of(level, level_by)] = {SERVER_PRIMARY: float(median)}
+    return out
+
+
+def level_of(level: Any, level_by: str | None) -> Level:
+    """The :class:`Level` a launch's ``--levels`` value is, by what it sets."""
+    return Level(finite_level(level) if level_by == "max_concurrency" else None,
+                 finite_level(level) if level_by == "request_rate" else None)
 
 
 @dataclass
@@ -113,7 +141,7 @@ def judge_levels(ref: Sequence[tuple[str, dict[Level, dict[str, float]]]],
     levels = shared_levels([[lv for _, lv in ref], [lv for _, lv in cand]])
     if len(levels) < 2:
         return []
-    higher = BY_COLUMN[metric].higher_is_better
+    higher = higher_is_better(metric)
     out = []
     for level in levels:
         test = judge_launches(
@@ -142,7 +170,7 @@ def crossover(results: Sequence[LevelResult]) -> str | None:
     if len(results) < 2:
         return None
     metric = results[0].metric
-    higher = bool(BY_COLUMN[metric].higher_is_better)
+    higher = higher_is_better(metric)
     # a level with one launch a side (or none) says nothing about where the crossover is
     judged = [r for r in results if settled(r.test)]
     better = [r for r in judged if r.test.verdict == "improvement"]

@@ -13,11 +13,12 @@ import polars as pl
 
 from logpipe.analysis import client as clients
 from logpipe.analysis.client import bench_of
+from logpipe.analysis.counters import counter_noise, launch_counters
 from logpipe.analysis.launches import (
     Noise,
     pool_noise,
 )
-from logpipe.analysis.levels import launch_levels
+from logpipe.analysis.levels import launch_levels, server_levels
 from logpipe.analysis.pairing import Load, load_of
 from logpipe.analysis.results import NO_WARMUP, RunSamples
 from logpipe.analysis.steady import DECODE_KINDS, Warmup, steady_lines
@@ -50,6 +51,11 @@ def load_run(store: Store, ref: str, warmup: Warmup = NO_WARMUP) -> RunSamples:
         "AND e.key IN ('launch.plan', 'launch.arm', 'launch.round', 'launch.profile') "
         "WHERE c.run_id = ? GROUP BY ALL", [run_id]) or (None,) * 8
     fp, model, config_key, workload, plan, arm, round_, windowed = facts
+    counters = launch_counters(store, run_id)
+    levels = launch_levels(store, run_id)
+    for found in (counters.levels, server_levels(store, run_id)):  # one table per level
+        for level, values in found.items():
+            levels.setdefault(level, {}).update(values)
     lines = steady_lines(store, run_id, warmup)
     steady = lines.filter(pl.col("state") == "steady")
     dec = steady.filter(pl.col("kind").is_in(DECODE_KINDS))
@@ -84,7 +90,7 @@ def load_run(store: Store, ref: str, warmup: Warmup = NO_WARMUP) -> RunSamples:
         round=int(round_) if round_ is not None and str(round_).isdigit() else None,
         steps=tuple(load_steps(store, run_id)), engine=engine, layout=layout,
         bench=bench_of(store, run_id), profile_window=bool(windowed),
-        levels=launch_levels(store, run_id),
+        levels=levels, counters=counters,
     )
 
 
@@ -201,6 +207,8 @@ class EnvNoise:
 
     server: dict[int, Noise] = field(default_factory=dict)
     client: dict[str, Noise] = field(default_factory=dict)
+    """Per client metric (``bench_results`` columns) and per counter metric (``counter_*``:
+    the same repeat launches' engine counters)."""
     pooled: EnvNoise | None = None
     """The same without the launches being judged: what replicated arms pool their own
     rounds with (their launches are not counted twice)."""
@@ -223,7 +231,7 @@ def environment_noise(store: Store, run: RunSamples,
         same = {label: members for label, members in groups.items()
                 if workload and label.split("|", 1)[1] == workload}
         return EnvNoise(noise_for(store, run.fingerprint, run.model, groups=groups),
-                        clients.client_noise(store, same))
+                        {**clients.client_noise(store, same), **counter_noise(store, same)})
 
     full = measured()
     if not (len(launches) > 1 and all(len(arm) > 1 for arm in launches)):

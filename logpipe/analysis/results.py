@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from logpipe.analysis.client import SERVER_PRIMARY, Bench
+from logpipe.analysis.counters import LaunchCounters
 from logpipe.analysis.launches import (
     UNREPLICATED,
     LaunchTest,
@@ -102,6 +103,8 @@ class RunSamples:
     levels: dict[Level, dict[str, float]] = field(default_factory=dict)
     """Each load level its benchmark ran, with the client metrics' medians there
     (:func:`logpipe.analysis.levels.launch_levels`)."""
+    counters: LaunchCounters = field(default_factory=lambda: LaunchCounters({}, {}, None))
+    """Its engine's counters over its benches (:mod:`logpipe.analysis.counters`)."""
 
     @property
     def client_disturbed(self) -> bool:

@@ -62,6 +62,26 @@ class ServerRules:
     info_endpoints: tuple[str, ...] = ()
     """``GET`` paths that describe the server (tried in order; kept as
     ``server_info.json``)."""
+    metrics_endpoint: str | None = "/metrics"
+    """``GET`` path of its Prometheus counters, scraped before and after each bench."""
+    metrics_hint: str | None = None
+    """What to do when the server does not serve them (SGLang: ``--enable-metrics``)."""
+
+
+@dataclass(frozen=True)
+class CounterRules:
+    """What the engine's Prometheus counters (``GET /metrics``) mean
+    (:mod:`logpipe.engines.counters`)."""
+
+    prefix: str | None = None
+    """The prefix of its metric names (``vllm:``): a snapshot's samples with it are its."""
+    names: Mapping[str, str] = field(default_factory=dict)
+    """Metric family name, as the text format's parser names it (a counter without
+    ``_total``) → the engine-neutral name (:data:`logpipe.engines.counters.NEUTRAL`)."""
+    accept_length: str | None = None
+    """How its counters give the mean acceptance length (tokens a request gains per
+    verify step): ``accepted`` (1 + accepted draft tokens ÷ drafts, vLLM's definition)
+    or ``generated`` (generated tokens ÷ verify steps, SGLang's per-request definition)."""
 
 
 @dataclass(frozen=True)
@@ -125,6 +145,8 @@ class Engine:
     """Its limits, the settings its speculation derives, the variables it forces."""
     server: ServerRules = field(default_factory=ServerRules)
     """Its decode lines, profile endpoint and server-info endpoints, for ``launch``."""
+    counters: CounterRules = field(default_factory=CounterRules)
+    """Its ``/metrics`` names and what they mean."""
 
 
 @functools.cache

@@ -215,6 +215,81 @@ class _Profiler:
         return self.record
 
 
+SCRAPE_ATTEMPTS = 3
+SCRAPE_TIMEOUT_S = 15.0
+"""A snapshot of the engine's counters is asked for this many times, each waiting this
+long, before the level goes without one (a server busy with its bench may not answer
+at once)."""
+
+
+def _fetch(url: str, timeout: float) -> tuple[int, bytes, str]:
+    """``GET url``: status, body and, where nothing came back, why."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 - localhost
+            return int(resp.status), resp.read(), ""
+    except urllib.error.HTTPError as exc:
+        return int(exc.code), b"", str(exc)
+    except (OSError, ValueError) as exc:
+        return 0, b"", f"{type(exc).__name__}: {exc}"
+
+
+class _Counters:
+    """The engine's Prometheus counters, scraped before and after each bench (each load
+    level) into ``metrics/`` of the run folder, each snapshot headed by a comment line that
+    says when and at which level it was taken (:data:`logpipe.engines.counters.HEADER`).
+    A server that does not serve them is asked once; the manifest says why none were
+    taken and what would make it serve them."""
+
+    def __init__(self, server: Server, host: str, port: int, out: Path, say: Echo) -> None:
+        path = next((r.metrics_endpoint for r in server.rules if r.metrics_endpoint), None)
+        self.hint = next((r.metrics_hint for r in server.rules if r.metrics_hint), None)
+        self.url = f"http://{host}:{port}{path}" if path else None
+        self.dir, self.say = out / "metrics", say
+        self.record: dict[str, Any] = {"endpoint": path, "snapshots": 0,
+                                       "status": "not taken" if path is None else "taken"}
+
+    def take(self, phase: str, level: float | None, level_by: str) -> None:
+        from datetime import UTC, datetime
+
+        from logpipe.engines.counters import HEADER
+
+        if self.url is None or self.record["status"] != "taken":
+            return
+        errors = []
+        for attempt in range(SCRAPE_ATTEMPTS):  # a busy server may drop one connection
+            taken_at = datetime.now(UTC)
+            status, body, error = _fetch(self.url, SCRAPE_TIMEOUT_S)
+            if status:
+                break
+            errors.append(error)
+            time.sleep(0.5 * (attempt + 1))
+        if status != 200 or not body:
+            where = f"{phase} {level_by} {level:g}" if level is not None else phase
+            if status and status != 200:  # the server says it has none: not asked again
+                self.record["status"] = "not served"
+                self.record["message"] = (f"GET {self.record['endpoint']} answered {status}"
+                                          + (f" ({self.hint})" if self.hint else ""))
+                self.say(f"logpipe: no engine counters: {self.record['message']}")
+            else:
+                self.record.setdefault("missed", []).append(where)
+                self.say(f"logpipe: no engine counters {where}: GET "
+                         f"{self.record['endpoint']} answered nothing in {SCRAPE_ATTEMPTS} "
+                         f"tries ({'; '.join(dict.fromkeys(errors))})")
+            return
+        head = {"taken_at": taken_at.isoformat(), "phase": phase,
+                "url": self.record["endpoint"]}
+        if level is not None:
+            head.update(level=level, level_by=level_by)
+        name = (f"{level_by}-{level:g}-{phase}.prom" if level is not None
+                else f"bench-{phase}.prom")
+        self.dir.mkdir(exist_ok=True)
+        (self.dir / name).write_bytes((HEADER + json.dumps(head) + "\n").encode() + body)
+        self.record["snapshots"] += 1
+
+
 def _has_gpu() -> bool:
     """An NVIDIA device is visible here (the profiler then records GPU activity too)."""
     return Path("/dev/nvidia0").exists() or Path("/proc/driver/nvidia").exists()
@@ -345,26 +420,43 @@ def _run_benches(options: LaunchOptions, server: Server, out: Path, name: str, h
     say = options.echo or (lambda _line: None)
     template = fill(options.bench, out=out, port=port, name=name, host=host)
     levels: list[float | None] = list(options.levels) or [None]
+    counters = _Counters(server, host, port, out, say)
     why = None
-    for i, level in enumerate(levels):
-        # `{level}` in the bench command is the level (`--seed {level}`: other prompts at
-        # every level, so that no cache learns them at the first)
-        bench = template if level is None else level_command(
-            [w.replace("{level}", f"{level:g}") for w in template], options.level_by, level)
-        at = "" if level is None else f" [{options.level_by} {level:g}]"
-        say(f"logpipe: bench{at}: {shlex.join(bench)}")
-        profiler = None
-        if options.profile_steps and i == 0:
-            profiler = _Profiler(server, host, port, out, options.profile_steps, say,
-                                 bench_concurrency(shlex.join(bench)))
-        console = "bench_console.txt" if level is None else \
-            f"bench_console-{options.level_by}-{level:g}.txt"
-        result.bench_exit, why = run_bench(bench, out, env, options.echo, server,
-                                           options.bench_timeout, console=console)
-        if profiler is not None:
-            _update_launch(out, profile=profiler.finish())
-        if result.bench_exit != 0 or why is not None:
-            break
+    try:
+        for i, level in enumerate(levels):
+            why = _bench_level(options, server, out, host, port, env, result, template,
+                               counters, i, level)
+            if result.bench_exit != 0 or why is not None:
+                break
+    finally:
+        _update_launch(out, counters=counters.record)
+    return why
+
+
+def _bench_level(options: LaunchOptions, server: Server, out: Path, host: str, port: int,
+                 env: Mapping[str, str], result: LaunchResult, template: list[str],
+                 counters: _Counters, i: int, level: float | None) -> str | None:
+    """One bench (one load level), between two snapshots of the engine's counters."""
+    say = options.echo or (lambda _line: None)
+    # `{level}` in the bench command is the level (`--seed {level}`: other prompts at
+    # every level, so that no cache learns them at the first)
+    bench = template if level is None else level_command(
+        [w.replace("{level}", f"{level:g}") for w in template], options.level_by, level)
+    at = "" if level is None else f" [{options.level_by} {level:g}]"
+    say(f"logpipe: bench{at}: {shlex.join(bench)}")
+    profiler = None
+    if options.profile_steps and i == 0:
+        profiler = _Profiler(server, host, port, out, options.profile_steps, say,
+                             bench_concurrency(shlex.join(bench)))
+    console = "bench_console.txt" if level is None else \
+        f"bench_console-{options.level_by}-{level:g}.txt"
+    counters.take("before", level, options.level_by)
+    result.bench_exit, why = run_bench(bench, out, env, options.echo, server,
+                                       options.bench_timeout, console=console)
+    if server.alive():
+        counters.take("after", level, options.level_by)
+    if profiler is not None:
+        _update_launch(out, profile=profiler.finish())
     return why
 
 

@@ -10,12 +10,12 @@ from logpipe import clock
 from logpipe.engines import engines
 from logpipe.ingest.base import IN_LOG
 from logpipe.store import Store
+from logpipe.store.schema import LINKED_TABLES
 from logpipe.traces import link_by_profile_id
 
-LINKED_TABLES = ("bench_results", "phase_timings", "request_metrics", "traces")
 # when a record file was written, as an instant, for the time-window link (else the
 # file's modification time)
-LINK_TIME = {"traces": "t.started_at"}
+LINK_TIME = {"traces": "t.started_at", "metric_snapshots": "t.taken_at"}
 
 
 # bench_serving prints floats with two decimals: a console value equals its JSONL value
@@ -87,6 +87,18 @@ def name_stem(path: str) -> frozenset[str]:
     return frozenset(w for w in words if w and w not in role)
 
 
+LAUNCH_SUBFOLDERS = frozenset({"metrics", "profile"})
+"""Folders ``launch`` writes inside a run's folder (counter snapshots, profiler traces):
+their files belong to the run whose log is one folder up."""
+
+
+def _run_folder(src: str) -> str:
+    """The folder whose run a record file belongs to: its own, or the run folder above a
+    launch's ``metrics/`` or ``profile/``."""
+    folder = Path(src).parent
+    return str(folder.parent if folder.name in LAUNCH_SUBFOLDERS else folder)
+
+
 def link_records(store: Store) -> list[str]:
     """Link benchmark records and phase dumps to the server run they measured; returns the
     unlinked benchmark records (``path:line``).
@@ -122,7 +134,7 @@ def link_records(store: Store) -> list[str]:
             mtime = utc_time if utc_time is not None else clock.file_time_utc(local_mtime)
             if src in by_profile_id:
                 continue
-            candidates = by_folder.get(str(Path(src).parent), [])
+            candidates = by_folder.get(_run_folder(src), [])
             run_id, method = None, None
             if len(candidates) == 1:
                 run_id, method = candidates[0][0], "same folder"

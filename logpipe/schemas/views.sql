@@ -291,12 +291,14 @@ FROM g GROUP BY ALL;
 -- differing_keys: identity keys whose values differ (or are set in only one run).
 CREATE OR REPLACE VIEW run_pairs AS
 WITH spec AS (
-    SELECT r.*, s.strata FROM runs r JOIN run_summary s USING (run_id)
+    SELECT r.*, s.strata, w.workload FROM runs r JOIN run_summary s USING (run_id)
+    JOIN run_configs w USING (run_id)
     WHERE r.role = 'speculative'
 ),
 base AS (
     -- an ab campaign's warm-up launch (cold caches, unjudged) is nobody's baseline
-    SELECT r.*, s.strata FROM runs r JOIN run_summary s USING (run_id)
+    SELECT r.*, s.strata, w.workload FROM runs r JOIN run_summary s USING (run_id)
+    JOIN run_configs w USING (run_id)
     WHERE r.role = 'baseline' AND r.run_id NOT IN (
         SELECT run_id FROM run_env WHERE key = 'launch.role' AND value = 'warmup')
 ),
@@ -338,7 +340,11 @@ SELECT s.run_id AS spec_run_id, s.name AS spec_name, b.run_id AS baseline_run_id
        s.env_fingerprint = b.env_fingerprint AS same_fingerprint,
        coalesce(d.differing_keys, []) AS differing_keys,
        len(coalesce(d.differing_keys, [])) AS n_differing,
-       list_has_any(coalesce(s.strata, []), coalesce(b.strata, [])) AS workload_overlap,
+       -- one workload: a concurrency stratum both logs reached, or one benchmark both
+       -- ran (the same records' shape and bench command: a log of few windows has no
+       -- steady stratum, and speculation moves the running-request levels)
+       list_has_any(coalesce(s.strata, []), coalesce(b.strata, []))
+         OR coalesce(s.workload = b.workload, false) AS workload_overlap,
        b.profiled AS baseline_profiled
 FROM cand c
 JOIN spec s ON s.run_id = c.spec_run_id
@@ -360,7 +366,7 @@ WITH ok AS (
 near AS (
     SELECT spec_run_id, list(baseline_name ORDER BY baseline_name) AS baselines,
            string_agg('baseline ' || baseline_name || CASE WHEN n_differing = 0
-                THEN ' matches the environment but not the workload (concurrency strata)'
+                THEN ' matches the environment but not the workload (no concurrency stratum or benchmark shared)'
                 ELSE ' differs only in ' || array_to_string(differing_keys, ', ') END, '; '
                 ORDER BY baseline_name) AS differences
     FROM (SELECT * FROM run_pairs
@@ -412,6 +418,63 @@ SELECT r.name AS run, p.run_id, p.source_path, p.phase,
        1000.0 * sum(p.accepted_tokens) / sum(p.cycle_ms) AS implied_tps
 FROM phase_timings p LEFT JOIN runs r USING (run_id)
 GROUP BY ALL;
+
+-- An engine's counters over each bench of a launch (each load level): the snapshot after
+-- minus the one before, summed over label sets (finish reasons, streaming or not, engine
+-- cores), by engine-neutral metric.  `part`: total (a counter), or a histogram's bucket,
+-- sum or count.  A lone snapshot (a user's curl: no phase) is in metric_snapshots only.
+CREATE OR REPLACE VIEW counter_deltas AS
+WITH parts AS (
+    SELECT run_id, source_path, taken_at, phase, level, level_by, engine, metric,
+           CASE WHEN sample LIKE '%\_bucket' ESCAPE '\' THEN 'bucket'
+                WHEN sample LIKE '%\_sum' ESCAPE '\' THEN 'sum'
+                WHEN sample LIKE '%\_count' ESCAPE '\' THEN 'count'
+                WHEN sample LIKE '%\_created' ESCAPE '\' THEN 'created'
+                ELSE 'total' END AS part,
+           le, value
+    FROM metric_snapshots
+    WHERE metric IS NOT NULL AND run_id IS NOT NULL AND phase IN ('before', 'after')
+), snaps AS (
+    SELECT run_id, phase, level, level_by, engine, metric, part, le,
+           max(taken_at) AS taken_at, sum(value) AS value
+    FROM parts WHERE part <> 'created'
+    GROUP BY ALL
+)
+SELECT r.name AS run, a.run_id, a.level, a.level_by, a.engine, a.metric, a.part, a.le,
+       b.value AS before, a.value AS after, a.value - b.value AS delta,
+       epoch(a.taken_at) - epoch(b.taken_at) AS window_s,
+       b.taken_at AS before_at, a.taken_at AS after_at
+FROM snaps a
+JOIN snaps b ON a.run_id = b.run_id AND a.level IS NOT DISTINCT FROM b.level
+ AND a.level_by IS NOT DISTINCT FROM b.level_by AND a.metric = b.metric
+ AND a.part = b.part AND a.le IS NOT DISTINCT FROM b.le
+ AND a.phase = 'after' AND b.phase = 'before'
+LEFT JOIN runs r ON r.run_id = a.run_id;
+
+-- When each bench (load level) of a launch ran: from the snapshot before it to the one
+-- after it (counter_deltas' times), as instants (UTC) and on the run's own log clock
+-- (`runs.utc_offset_s`; NULL where that is unknown).
+CREATE OR REPLACE VIEW level_windows AS
+WITH w AS (
+    SELECT run_id, level, level_by,
+           max(taken_at) FILTER (WHERE phase = 'before') AS began_utc,
+           max(taken_at) FILTER (WHERE phase = 'after') AS ended_utc
+    FROM metric_snapshots
+    WHERE run_id IS NOT NULL AND phase IS NOT NULL AND taken_at IS NOT NULL
+    GROUP BY ALL
+)
+SELECT r.name AS run, w.run_id, w.level, w.level_by, w.began_utc, w.ended_utc,
+       w.began_utc + to_seconds(r.utc_offset_s) AS began_at,
+       w.ended_utc + to_seconds(r.utc_offset_s) AS ended_at
+FROM w JOIN runs r USING (run_id)
+WHERE w.began_utc IS NOT NULL AND w.ended_utc IS NOT NULL;
+
+-- The server log's samples (batch_states: kind, state, reason) inside each level's window:
+-- the log's lines split by load level.
+CREATE OR REPLACE VIEW level_samples AS
+SELECT w.level, w.level_by, b.*
+FROM batch_states b
+JOIN level_windows w ON w.run_id = b.run_id AND b.ts >= w.began_at AND b.ts <= w.ended_at;
 
 -- A profiled run next to unprofiled runs of the same environment and settings: how much
 -- the instrumentation slowed the server (the mission's 71 vs 31 tok/s: 2.3×).

@@ -112,7 +112,7 @@ def deep_window(path: Any, start: int = HEAD_BYTES) -> tuple[int, str] | None:
             carry = data[-longest:]
     return None
 
-BUILTIN_KINDS = ("logpipe.sources.bench", "logpipe.sources.phases",
+BUILTIN_KINDS = ("logpipe.sources.bench", "logpipe.sources.phases", "logpipe.engines.counters",
                  "logpipe.sources.request_metrics", "logpipe.sources.torch_trace")
 """Modules of the record kinds that ship with logpipe; each registers its kinds.  Server
 log kinds come with their engines (``logpipe.engines``)."""

@@ -7,7 +7,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from logpipe.store.frames import FrameRows
-from logpipe.store.schema import INTERNAL, record_tables, run_tables, stored
+from logpipe.store.schema import INTERNAL, LINKED_TABLES, record_tables, run_tables, stored
 
 if TYPE_CHECKING:
 
@@ -32,7 +32,7 @@ class RunRows(FrameRows):
                              [run_ids])
         self.con.execute(f"UPDATE {stored('rejects')} SET run_id = NULL "
                          "WHERE run_id IN (SELECT unnest(?))", [run_ids])
-        for table in ("bench_results", "phase_timings", "request_metrics", "traces"):
+        for table in LINKED_TABLES:
             self.con.execute(f"UPDATE {stored(table)} SET run_id = NULL, link_method = NULL "
                              "WHERE run_id IN (SELECT unnest(?))", [run_ids])
         self.con.execute("DELETE FROM run_env WHERE run_id IN (SELECT unnest(?))", [run_ids])

@@ -17,8 +17,12 @@ if TYPE_CHECKING:  # polars is imported where frames are written: an ingest of u
 
 DEFAULT_DB = "logpipe.duckdb"
 CORE_TABLES = ("events", "http_requests", "rejects", "bench_results", "phase_timings",
-               "request_metrics", "traces", "trace_kernels", "trace_annotations", "trace_ops")
+               "request_metrics", "traces", "trace_kernels", "trace_annotations", "trace_ops",
+               "metric_snapshots")
 """The stored tables every engine shares; each engine adds its own (``Engine.tables``)."""
+LINKED_TABLES = ("bench_results", "phase_timings", "request_metrics", "traces",
+                 "metric_snapshots")
+"""Tables of record files linked to a server run (``run_id``, ``link_method``)."""
 RUN_LINE_TABLES = ("events", "http_requests")
 """The core's tables of one row per record line of a run (each engine adds its
 ``record_tables``)."""

@@ -5,7 +5,7 @@ the C fast lane; its format eras (:mod:`.era`) and ``server_args`` (:mod:`.serve
 
 from __future__ import annotations
 
-from logpipe.engines import CapacityRules, Engine, ServerRules
+from logpipe.engines import CapacityRules, CounterRules, Engine, ServerRules
 from logpipe.engines.sglang.kind import SOURCE
 
 NAME = "sglang"
@@ -51,6 +51,25 @@ SERVER = ServerRules(
     profile_endpoint="/start_profile",
     profile_done_line="Profiling done",
     info_endpoints=("/server_info", "/get_server_info"),
+    metrics_hint="SGLang serves /metrics only when started with --enable-metrics",
+)
+
+COUNTERS = CounterRules(
+    prefix="sglang:",
+    names={
+        "sglang:generation_tokens": "generated_tokens",
+        "sglang:prompt_tokens": "prompt_tokens",
+        "sglang:num_requests": "requests",
+        "sglang:spec_verify_calls": "spec_drafts",  # 0.5.x: verify steps of finished requests
+        "sglang:time_to_first_token_seconds": "ttft_seconds",
+        "sglang:inter_token_latency_seconds": "itl_seconds",  # 0.4.6+
+        "sglang:time_per_output_token_seconds": "itl_seconds",  # its name before 0.4.6
+        "sglang:request_time_per_output_token_seconds": "tpot_seconds",
+        "sglang:e2e_request_latency_seconds": "e2e_seconds",
+        "sglang:queue_time_seconds": "queue_seconds",
+    },
+    # SGLang's own per-request figure: completion tokens / verify steps
+    accept_length="generated",
 )
 
 ENGINE = Engine(
@@ -73,4 +92,5 @@ ENGINE = Engine(
     samples_sql="logpipe.engines.sglang:samples.sql",
     capacity=CAPACITY,
     server=SERVER,
+    counters=COUNTERS,
 )

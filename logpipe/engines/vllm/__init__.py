@@ -4,7 +4,7 @@ facts, uvicorn access lines)."""
 
 from __future__ import annotations
 
-from logpipe.engines import CapacityRules, Engine
+from logpipe.engines import CapacityRules, CounterRules, Engine
 from logpipe.engines.vllm.kind import SOURCE
 
 NAME = "vllm"
@@ -34,4 +34,23 @@ ENGINE = Engine(
         "gpu_memory_utilization": "kv",
         "kv_cache_memory_bytes": "kv",
     }),
+    counters=CounterRules(
+        prefix="vllm:",
+        names={
+            "vllm:generation_tokens": "generated_tokens",
+            "vllm:prompt_tokens": "prompt_tokens",
+            "vllm:request_success": "requests",
+            "vllm:spec_decode_num_drafts": "spec_drafts",
+            "vllm:spec_decode_num_draft_tokens": "spec_draft_tokens",
+            "vllm:spec_decode_num_accepted_tokens": "spec_accepted_tokens",
+            "vllm:iteration_tokens_total": "iteration_tokens",
+            "vllm:time_to_first_token_seconds": "ttft_seconds",
+            "vllm:inter_token_latency_seconds": "itl_seconds",  # V1
+            "vllm:time_per_output_token_seconds": "itl_seconds",  # V0's name for it
+            "vllm:request_time_per_output_token_seconds": "tpot_seconds",
+            "vllm:e2e_request_latency_seconds": "e2e_seconds",
+            "vllm:request_queue_time_seconds": "queue_seconds",
+        },
+        accept_length="accepted",  # the spec line's mean acceptance length
+    ),
 )
