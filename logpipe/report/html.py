@@ -11,6 +11,7 @@ unicode escapes, so no log line can inject markup or script.
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 from dataclasses import dataclass, field
@@ -245,6 +246,10 @@ def _environment_groups(store: Store, runs: list[tuple[str, str]]) -> tuple[str,
     return (f"Environment groups ({len(groups)})", body)
 
 
+MAX_CDF_POINTS = 500
+"""Points of a run's latency curve at most (evenly spaced in rank)."""
+
+
 def _latency(store: Store, runs: list[tuple[str, str]]) -> dict[str, Any] | None:
     """Cumulative distributions of request latency (request records), per run."""
     traces = []
@@ -255,8 +260,9 @@ def _latency(store: Store, runs: list[tuple[str, str]]) -> dict[str, Any] | None
         if not values:
             continue
         n = len(values)
+        keep = sorted({int(k) for k in np.linspace(0, n - 1, min(n, MAX_CDF_POINTS))})
         traces.append({"type": "scatter", "mode": "lines", "name": name,
-                       "x": [v * 1000 for v in values], "y": [(k + 1) / n for k in range(n)],
+                       "x": [values[k] * 1000 for k in keep], "y": [(k + 1) / n for k in keep],
                        "line": {"shape": "hv"}})
     if not traces:
         return None
@@ -264,6 +270,20 @@ def _latency(store: Store, runs: list[tuple[str, str]]) -> dict[str, Any] | None
         "title": {"text": "Request end-to-end latency (ms), cumulative share of requests"},
         "height": 380, "xaxis": {"type": "log"}, "yaxis": {"range": [0, 1]},
         "margin": {"l": 60, "r": 20, "t": 50, "b": 40}}}
+
+
+MAX_TIMELINE_POINTS = 2000
+"""A run's decode lines shown in the timeline at most: a longer run's lines of one state
+are shown as medians of consecutive groups (a 2 M-line database plotted point by point
+made a 32 MB page that took half a minute to draw)."""
+
+
+def _thin(idx: list[int], points: int) -> list[list[int]]:
+    """``idx`` cut into at most ``points`` consecutive groups of near-equal size."""
+    if len(idx) <= points:
+        return [[k] for k in idx]
+    edges = np.linspace(0, len(idx), points + 1).astype(int)
+    return [idx[a:b] for a, b in zip(edges[:-1], edges[1:], strict=True) if b > a]
 
 
 def _timeline(store: Store, runs: list[tuple[str, str]]) -> dict[str, Any]:
@@ -278,29 +298,44 @@ def _timeline(store: Store, runs: list[tuple[str, str]]) -> dict[str, Any]:
         use_ts = df["ts"].null_count() < df.height
         x = [str(t) for t in df["ts"]] if use_ts else df["line_no"].to_list()
         axis = "" if i == 0 else str(i + 1)
+        states = df["state"].to_list()
+        tps = df["gen_throughput"].to_list()
+        reasons = df["reason"].to_list()
         for state, color in STATE_COLORS.items():
-            idx = [k for k, s in enumerate(df["state"]) if s == state]
+            idx = [k for k, s in enumerate(states) if s == state]
             if not idx:
                 continue
+            groups = _thin(idx, max(50, MAX_TIMELINE_POINTS * len(idx) // df.height)
+                           if df.height > MAX_TIMELINE_POINTS else len(idx))
+            mids = [g[len(g) // 2] for g in groups]
             traces.append({
                 "type": "scatter", "mode": "markers", "name": f"{name}: {state}",
-                "x": [x[k] for k in idx], "y": [df["gen_throughput"][k] for k in idx],
-                "text": [df["reason"][k] or "steady" for k in idx],
+                "x": [x[k] for k in mids],
+                "y": [float(np.median([tps[k] for k in g if tps[k] is not None] or [np.nan]))
+                      for g in groups],
+                "text": [(reasons[k] or "steady") if len(g) == 1
+                         else f"median of {len(g)} lines" for k, g in zip(mids, groups,
+                                                                          strict=True)],
                 "marker": {"color": color, "size": 5}, "xaxis": f"x{axis}",
                 "yaxis": f"y{axis}", "legendgroup": state,
                 "hovertemplate": "%{y:.1f} tok/s<br>%{text}<extra>" + html.escape(name)
                                  + "</extra>",
             })
-        prev = None
-        for k in range(df.height):
-            state = df["state"][k]
-            if state in SHADE:
-                x0 = prev if prev is not None else x[k]
-                shapes.append({"type": "rect", "xref": f"x{axis}", "yref": f"y{axis} domain",
-                               "x0": x0, "x1": x[k], "y0": 0, "y1": 1,
-                               "fillcolor": SHADE[state], "line": {"width": 0},
-                               "layer": "below"})
-            prev = x[k]
+        # one shaded band per stretch of warm-up, idle or profiled lines
+        k = 0
+        while k < df.height:
+            state = states[k]
+            if state not in SHADE:
+                k += 1
+                continue
+            end = k
+            while end + 1 < df.height and states[end + 1] == state:
+                end += 1
+            shapes.append({"type": "rect", "xref": f"x{axis}", "yref": f"y{axis} domain",
+                           "x0": x[k - 1] if k else x[k], "x1": x[end], "y0": 0, "y1": 1,
+                           "fillcolor": SHADE[state], "line": {"width": 0},
+                           "layer": "below"})
+            k = end + 1
     n = len(runs)
     layout: dict[str, Any] = {"height": max(260, 220 * n), "shapes": shapes[:2000],
                               "title": {"text": "Decode throughput over time "
@@ -316,6 +351,34 @@ def _timeline(store: Store, runs: list[tuple[str, str]]) -> dict[str, Any]:
     return {"data": traces, "layout": layout}
 
 
+MAX_BOXES_PER_RUN = 12
+"""A run with more running-request levels than this has them binned (1, 2, 3-4, 5-8, ...)
+in the distributions figure: sixty boxes are unreadable."""
+
+
+def _strata_bins(strata: list[int]) -> dict[int, str]:
+    """Each stratum's label in the figure: itself, or its power-of-two bin when a run has
+    more than :data:`MAX_BOXES_PER_RUN`."""
+    if len(strata) <= MAX_BOXES_PER_RUN:
+        return {s: f"{s}" for s in strata}
+    out = {}
+    for s in strata:
+        hi = 1 << max(0, int(s - 1).bit_length()) if s > 1 else s
+        lo = hi // 2 + 1 if hi > 2 else hi
+        out[s] = f"{lo}" if lo == hi else f"{lo}-{hi}"
+    return out
+
+
+def _box(label: str, values: np.ndarray) -> dict[str, Any]:
+    """A box drawn from its quantiles, not from every line (the page stays small on any
+    database): quartiles, median, mean, and the 5th and 95th percentiles as whiskers."""
+    q = np.percentile(values, [5, 25, 50, 75, 95])
+    return {"type": "box", "name": label, "x": [label], "q1": [float(q[1])],
+            "median": [float(q[2])], "q3": [float(q[3])], "lowerfence": [float(q[0])],
+            "upperfence": [float(q[4])], "mean": [float(np.mean(values))],
+            "hovertemplate": f"{len(values)} lines<extra>{html.escape(label)}</extra>"}
+
+
 def _distributions(store: Store, runs: list[tuple[str, str]]) -> dict[str, Any]:
     from logpipe.analysis.launches import MIN_LAUNCH_LINES
     from logpipe.analysis.load import load_run
@@ -324,20 +387,23 @@ def _distributions(store: Store, runs: list[tuple[str, str]]) -> dict[str, Any]:
     names, medians = [], []
     for rid, name in runs:
         r = load_run(store, rid)
+        bins = _strata_bins(sorted(r.decode))
+        grouped: dict[str, list[np.ndarray]] = {}
         for stratum, values in sorted(r.decode.items()):
-            label = f"{name} @{stratum}"
-            traces.append({"type": "box", "name": label, "y": values.tolist(),
-                           "boxpoints": "outliers"})
+            grouped.setdefault(bins[stratum], []).append(values)
             if len(values) >= MIN_LAUNCH_LINES:
-                names.append(label)
+                names.append(f"{name} @{bins[stratum]}")
                 medians.append(float(np.median(values)))
+        for label, arrays in grouped.items():
+            traces.append(_box(f"{name} @{label}", np.concatenate(arrays)))
     # the unit every verdict is decided on: one point per launch and stratum
     traces.append({"type": "scatter", "mode": "markers", "x": names, "y": medians,
                    "name": "launch median (the verdict's unit)",
                    "marker": {"symbol": "diamond", "size": 11, "color": "black"}})
     return {"data": traces, "layout": {
         "title": {"text": "Steady decode throughput (tok/s) by run and running requests: "
-                          "lines (boxes) and each launch's median (diamonds)"},
+                          "lines (boxes: quartiles, 5th-95th percentile whiskers) and each "
+                          "launch's median per level (diamonds)"},
         "height": 420, "showlegend": False, "margin": {"l": 60, "r": 20, "t": 50, "b": 120}}}
 
 
@@ -428,6 +494,26 @@ def _kernel_section(store: Store, runs: list[tuple[str, str]]) -> tuple[str, str
     return ("Top kernels (profiler traces)", body)
 
 
+@functools.cache
+def _plotly_loader() -> str:
+    """plotly.js, embedded gzipped (4.8 MB of script is 1.4 MB compressed) and unpacked
+    by the browser's own ``DecompressionStream`` (Chromium 80+, Firefox 113+, Safari
+    16.4+): the report still needs no network.  Figures wait for it (``logpipePlot``)."""
+    import base64
+    import gzip
+
+    from plotly.offline import get_plotlyjs
+
+    packed = base64.b64encode(gzip.compress(get_plotlyjs().encode(), 9, mtime=0)).decode()
+    return (
+        "window.logpipeQueue=[];window.logpipePlot=function(f){window.Plotly?f():"
+        "window.logpipeQueue.push(f)};(async function(){const b=Uint8Array.from(atob('"
+        + packed + "'),function(c){return c.charCodeAt(0)});const t=await new Response("
+        "new Blob([b]).stream().pipeThrough(new DecompressionStream('gzip'))).text();"
+        "const s=document.createElement('script');s.text=t;document.head.appendChild(s);"
+        "window.logpipeQueue.splice(0).forEach(function(f){f()})})();")
+
+
 def build_report(db: StoreOrPath, out: str | Path, refs: list[str] | None = None,
                  with_checks: bool = True, plan: str | None = None) -> ReportResult:
     """Write the HTML report for ``refs`` (default: up to 8 runs, captured ones first;
@@ -435,8 +521,6 @@ def build_report(db: StoreOrPath, out: str | Path, refs: list[str] | None = None
     and speculative runs against their baselines, then the sweep curve, the environment
     groups, the timelines with warm-up shaded, distributions and latency.  One store
     serves all of it (opened here from a path, or the caller's)."""
-    from plotly.offline import get_plotlyjs
-
     with using(db, read_only=True) as store:
         runs = _pick_runs(store, refs, plan)
         blocks = _figures(store, runs)
@@ -450,7 +534,7 @@ def build_report(db: StoreOrPath, out: str | Path, refs: list[str] | None = None
         "table{border-collapse:collapse;margin:8px 0 24px;font-size:13px}"
         "td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}"
         "th{background:#f3f3f3}h2{margin-top:32px}</style>",
-        f"<script type='text/javascript'>{get_plotlyjs()}</script></head><body>",
+        f"<script type='text/javascript'>{_plotly_loader()}</script></head><body>",
         f"<h1>logpipe report</h1><p>Runs: {_e(', '.join(names))}. Generated "
         f"{_e(datetime.now().isoformat(timespec='seconds'))} by logpipe {_e(__version__)} "
         f"from {_e(source)}.</p>",
@@ -463,8 +547,9 @@ def build_report(db: StoreOrPath, out: str | Path, refs: list[str] | None = None
             continue
         figures += 1
         parts.append(f"<div id='fig-{key}' class='logpipe-figure'></div>")
-        parts.append(f"<script>Plotly.newPlot('fig-{key}', {_safe_json(value['data'])}, "
-                     f"{_safe_json(value['layout'])}, {{responsive: true}});</script>")
+        parts.append(f"<script>logpipePlot(() => Plotly.newPlot('fig-{key}', "
+                     f"{_safe_json(value['data'])}, {_safe_json(value['layout'])}, "
+                     "{responsive: true}));</script>")
     parts.append("</body></html>")
     Path(out).write_text("\n".join(parts), encoding="utf-8")
     return ReportResult(str(out), names, figures,
