@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import re
 import shutil
 import statistics
 import subprocess
@@ -27,7 +28,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import _jitter, run_once  # noqa: E402
+from run import _jitter  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 MISSION = ROOT / "sample_logs" / "mission"
@@ -49,6 +50,20 @@ def grow(src: Path, dst: Path, batch_rows: int, seed: int) -> None:
         for _ in range(max(1, batch_rows // per_pass)):
             fh.write("\n".join(rnd.choice(v) for v in variants) + "\n")
         fh.write("\n".join(lines[last + 1:]) + "\n")
+
+
+def timed(cmd: list[str]) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MB) of ``cmd`` under ``/usr/bin/time -v``; a verdict's
+    exit code (1 regression, 4 insufficient) is not a failure."""
+    proc = subprocess.run(["/usr/bin/time", "-v", *cmd], capture_output=True, text=True)
+    if proc.returncode not in (0, 1, 4):
+        raise RuntimeError(f"{cmd[3:5]} failed: {proc.stderr[-800:]}")
+    m = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (?:(\d+):)?(\d+):([\d.]+)",
+                  proc.stderr)
+    r = re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr)
+    assert m and r, proc.stderr[-500:]
+    wall = int(m.group(1) or 0) * 3600 + int(m.group(2)) * 60 + float(m.group(3))
+    return wall, int(r.group(1)) / 1024
 
 
 def chromium_seconds(page: Path, work: Path) -> float | None:
@@ -88,10 +103,10 @@ def main() -> None:
         (n,) = con.execute("SELECT count(*) FROM batches").fetchone()  # type: ignore[misc]
         con.close()
         cli = [sys.executable, "-m", "logpipe.cli"]
-        compare = [run_once([*cli, "compare", "--run", ARMS[0], "--run", ARMS[1], "--db",
+        compare = [timed([*cli, "compare", "--run", ARMS[0], "--run", ARMS[1], "--db",
                              str(db)]) for _ in range(args.repeat)]
         page = work / "report.html"
-        report = [run_once([*cli, "report", "--run", ARMS[0], "--run", ARMS[1], "--db",
+        report = [timed([*cli, "report", "--run", ARMS[0], "--run", ARMS[1], "--db",
                             str(db), "-o", str(page), "--no-checks"])
                   for _ in range(args.repeat)]
         blank = work / "blank.html"

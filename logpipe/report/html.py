@@ -278,12 +278,8 @@ are shown as medians of consecutive groups (a 2 M-line database plotted point by
 made a 32 MB page that took half a minute to draw)."""
 
 
-def _thin(idx: list[int], points: int) -> list[list[int]]:
-    """``idx`` cut into at most ``points`` consecutive groups of near-equal size."""
-    if len(idx) <= points:
-        return [[k] for k in idx]
-    edges = np.linspace(0, len(idx), points + 1).astype(int)
-    return [idx[a:b] for a, b in zip(edges[:-1], edges[1:], strict=True) if b > a]
+MAX_SHADED = 1000
+"""Shaded stretches (warm-up, idle, profiled) drawn per run at most, the first ones."""
 
 
 def _timeline(store: Store, runs: list[tuple[str, str]]) -> dict[str, Any]:
@@ -296,48 +292,53 @@ def _timeline(store: Store, runs: list[tuple[str, str]]) -> dict[str, Any]:
         if df.height == 0:
             continue
         use_ts = df["ts"].null_count() < df.height
-        x = [str(t) for t in df["ts"]] if use_ts else df["line_no"].to_list()
+        xs = df["ts"] if use_ts else df["line_no"]
+
+        def x_at(rows: list[int], xs: pl.Series = xs, use_ts: bool = use_ts) -> list[Any]:
+            picked = xs.gather(rows)
+            return [str(t) for t in picked] if use_ts else picked.to_list()
+
         axis = "" if i == 0 else str(i + 1)
-        states = df["state"].to_list()
-        tps = df["gen_throughput"].to_list()
-        reasons = df["reason"].to_list()
+        df = df.with_row_index("k")
         for state, color in STATE_COLORS.items():
-            idx = [k for k, s in enumerate(states) if s == state]
-            if not idx:
+            part = df.filter(pl.col("state") == state)
+            n = part.height
+            if not n:
                 continue
-            groups = _thin(idx, max(50, MAX_TIMELINE_POINTS * len(idx) // df.height)
-                           if df.height > MAX_TIMELINE_POINTS else len(idx))
-            mids = [g[len(g) // 2] for g in groups]
+            points = (max(50, MAX_TIMELINE_POINTS * n // df.height)
+                      if df.height > MAX_TIMELINE_POINTS else n)
+            # consecutive lines of the state in groups of near-equal size: each its middle
+            # line's time and the group's median throughput (one line each when few)
+            grouped = part.with_columns((pl.int_range(n) * points // n).alias("g")).group_by(
+                "g", maintain_order=True).agg(
+                pl.col("k").gather(pl.len() // 2).first().alias("mid"),
+                pl.col("gen_throughput").median().alias("y"), pl.len().alias("n"),
+                pl.col("reason").first().alias("reason"))
             traces.append({
                 "type": "scatter", "mode": "markers", "name": f"{name}: {state}",
-                "x": [x[k] for k in mids],
-                "y": [float(np.median([tps[k] for k in g if tps[k] is not None] or [np.nan]))
-                      for g in groups],
-                "text": [(reasons[k] or "steady") if len(g) == 1
-                         else f"median of {len(g)} lines" for k, g in zip(mids, groups,
-                                                                          strict=True)],
+                "x": x_at(grouped["mid"].to_list()), "y": grouped["y"].to_list(),
+                "text": [(r or "steady") if c == 1 else f"median of {c} lines"
+                         for r, c in zip(grouped["reason"], grouped["n"], strict=True)],
                 "marker": {"color": color, "size": 5}, "xaxis": f"x{axis}",
                 "yaxis": f"y{axis}", "legendgroup": state,
                 "hovertemplate": "%{y:.1f} tok/s<br>%{text}<extra>" + html.escape(name)
                                  + "</extra>",
             })
         # one shaded band per stretch of warm-up, idle or profiled lines
-        k = 0
-        while k < df.height:
-            state = states[k]
-            if state not in SHADE:
-                k += 1
-                continue
-            end = k
-            while end + 1 < df.height and states[end + 1] == state:
-                end += 1
+        stretches = df.with_columns(pl.col("state").rle_id().alias("stretch")).group_by(
+            "stretch", maintain_order=True).agg(pl.col("state").first(),
+                                                pl.col("k").min().alias("first"),
+                                                pl.col("k").max().alias("last")).filter(
+            pl.col("state").is_in(list(SHADE)))
+        stretches = stretches.head(MAX_SHADED)  # a page of bands says no more
+        starts = x_at([max(0, k - 1) for k in stretches["first"]])
+        ends = x_at(stretches["last"].to_list())
+        for state, x0, x1 in zip(stretches["state"], starts, ends, strict=True):
             shapes.append({"type": "rect", "xref": f"x{axis}", "yref": f"y{axis} domain",
-                           "x0": x[k - 1] if k else x[k], "x1": x[end], "y0": 0, "y1": 1,
-                           "fillcolor": SHADE[state], "line": {"width": 0},
-                           "layer": "below"})
-            k = end + 1
+                           "x0": x0, "x1": x1, "y0": 0, "y1": 1, "fillcolor": SHADE[state],
+                           "line": {"width": 0}, "layer": "below"})
     n = len(runs)
-    layout: dict[str, Any] = {"height": max(260, 220 * n), "shapes": shapes[:2000],
+    layout: dict[str, Any] = {"height": max(260, 220 * n), "shapes": shapes,
                               "title": {"text": "Decode throughput over time "
                                                 "(shaded: warm-up, idle, profiled)"},
                               "margin": {"l": 60, "r": 20, "t": 50, "b": 40},
