@@ -23,27 +23,13 @@ def db(tmp_path: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def sample_db(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
-    """The bundled samples ingested once for the whole session (read-only use): by the
-    first worker that asks, under a lock; every worker then reads its own copy (a check
-    that brings its caches up to date writes to the file it opens)."""
-    import fcntl
-    import shutil
-
+def sample_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bundled samples ingested once for the whole session (read-only use)."""
     from logpipe.ingest import ingest_paths
 
-    base = tmp_path_factory.getbasetemp()
-    shared = (base.parent if worker_id != "master" else base) / "shared-samples"
-    shared.mkdir(exist_ok=True)
-    built = shared / "samples.duckdb"
-    with (shared / "lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (shared / "built").exists():
-            result = ingest_paths([SAMPLES], built)
-            assert not result.failed
-            (shared / "built").write_text("ok\n")
     path = tmp_path_factory.mktemp("samples") / "samples.duckdb"
-    shutil.copyfile(built, path)
+    result = ingest_paths([SAMPLES], path)
+    assert not result.failed
     return path
 
 
