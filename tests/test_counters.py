@@ -193,3 +193,18 @@ def test_the_snapshots_split_the_server_log_by_level(counted: Path) -> None:
     said = next(n for n in c.notes if n.startswith("accept length from the engine's"))
     value = float(re.search(r"ngram (\d+\.\d+)", said).group(1))
     assert 1.0 < value < 12.0  # generated tokens per verify step, 12 draft tokens at most
+
+
+def test_every_engine_maps_to_documented_neutral_names() -> None:
+    """An engine's counter names map only to the neutral names ``metric_snapshots``
+    documents, and each engine says how its acceptance length is counted."""
+    from logpipe.engines import engines
+
+    mapped = [e for e in engines() if e.counters.prefix]
+    assert {e.name for e in mapped} >= {"sglang", "vllm"}
+    for engine in mapped:
+        assert set(engine.counters.names.values()) <= set(counters.NEUTRAL), engine.name
+        assert all(n.startswith(engine.counters.prefix) for n in engine.counters.names)
+        assert engine.counters.accept_length in ("accepted", "generated")
+    documented = (Path(__file__).parent.parent / "schemas" / "README.md").read_text()
+    assert all(f"| {name} |" in documented for name in counters.NEUTRAL)
