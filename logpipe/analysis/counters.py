@@ -40,7 +40,6 @@ COUNTER_METRICS = (
     CounterMetric("counter_mean_itl_ms", "mean ITL (counters)", "ms", False),
     CounterMetric("counter_accept_length", "accept length (counters)", "tokens/step", None),
 )
-BY_KEY = {m.key: m for m in COUNTER_METRICS}
 
 
 @dataclass
@@ -51,7 +50,6 @@ class LaunchCounters:
     levels: dict[Level, dict[str, float]]
     source: str | None
     """The engine's metrics the throughput is counted from (``vllm:generation_tokens_total``)."""
-    window_s: float = 0.0
 
 
 def _values(totals: dict[str, float], window_s: float | None, rule: str | None
@@ -135,16 +133,18 @@ def launch_counters(store: Store, run_id: str) -> LaunchCounters:
             " over each bench's duration (GET /metrics before and after)" if timed_by_bench
             else " over the window between the snapshots before and after each bench "
             "(it includes the bench client's start-up)")
-    return LaunchCounters(_values(totals, window_s, rule), levels, source, window_s)
+    return LaunchCounters(_values(totals, window_s, rule), levels, source)
 
 
 def counter_noise(store: Store, groups: dict[str, list[str]]) -> dict[str, Noise]:
     """The environment's launch noise of each counter metric: the pooled spread of the
     counter values of each group of repeat launches, profiled launches left out."""
-    profiled = {r for (r,) in store.all(
-        "SELECT run_id FROM run_env WHERE key = 'launch.profile'")}
-    values = {r: launch_counters(store, r).values for g in groups.values() for r in g
-              if r not in profiled}
+    members = [r for g in groups.values() for r in g]
+    counted = {r for (r,) in store.all(
+        "SELECT DISTINCT run_id FROM metric_snapshots WHERE phase IS NOT NULL AND "
+        "list_contains(?::VARCHAR[], run_id) AND run_id NOT IN (SELECT run_id FROM run_env "
+        "WHERE key = 'launch.profile')", [members])} if members else set()
+    values = {r: launch_counters(store, r).values for r in counted}
     out: dict[str, Noise] = {}
     for m in COUNTER_METRICS:
         if m.higher_is_better is None:
@@ -155,11 +155,6 @@ def counter_noise(store: Store, groups: dict[str, list[str]]) -> dict[str, Noise
         if noise is not None:
             out[m.key] = noise
     return out
-
-
-def counter_label(key: str) -> str | None:
-    m = BY_KEY.get(key)
-    return m.name if m is not None else None
 
 
 def have_counters(launches: Sequence[Any]) -> bool:

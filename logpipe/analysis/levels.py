@@ -85,6 +85,8 @@ def server_levels(store: Store, run_id: str) -> dict[Level, dict[str, float]]:
     """Each load level's steady decode median of the server log, from the lines inside
     the level's window (``level_windows``: the counter snapshots around its bench); a
     level with fewer than :data:`MIN_LAUNCH_LINES` steady lines has none."""
+    if store.one("SELECT 1 FROM level_windows WHERE run_id = ? LIMIT 1", [run_id]) is None:
+        return {}  # no snapshots timed its levels (and its batch states cost a scan)
     rows = store.all(
         "SELECT w.level, w.level_by, median(b.gen_throughput), count(*) "
         "FROM run_batch_states(?) b JOIN level_windows w ON w.run_id = b.run_id "

@@ -23,6 +23,7 @@ from logpipe.experiment.supervise import (
     LaunchError,
     Server,
     bench_concurrency,
+    fetch,
     fill,
     http_get,
     http_post,
@@ -216,24 +217,10 @@ class _Profiler:
 
 
 SCRAPE_ATTEMPTS = 3
-SCRAPE_TIMEOUT_S = 15.0
+SCRAPE_TIMEOUT_S = 5.0
 """A snapshot of the engine's counters is asked for this many times, each waiting this
 long, before the level goes without one (a server busy with its bench may not answer
 at once)."""
-
-
-def _fetch(url: str, timeout: float) -> tuple[int, bytes, str]:
-    """``GET url``: status, body and, where nothing came back, why."""
-    import urllib.error
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 - localhost
-            return int(resp.status), resp.read(), ""
-    except urllib.error.HTTPError as exc:
-        return int(exc.code), b"", str(exc)
-    except (OSError, ValueError) as exc:
-        return 0, b"", f"{type(exc).__name__}: {exc}"
 
 
 class _Counters:
@@ -261,7 +248,7 @@ class _Counters:
         errors = []
         for attempt in range(SCRAPE_ATTEMPTS):  # a busy server may drop one connection
             taken_at = datetime.now(UTC)
-            status, body, error = _fetch(self.url, SCRAPE_TIMEOUT_S)
+            status, body, error = fetch(self.url, SCRAPE_TIMEOUT_S)
             if status:
                 break
             errors.append(error)

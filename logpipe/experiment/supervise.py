@@ -133,14 +133,20 @@ def _close(fd: int) -> None:
         except OSError:
             pass
 
-def http_get(url: str, timeout: float = 2.0) -> tuple[int, bytes]:
+def fetch(url: str, timeout: float = 2.0) -> tuple[int, bytes, str]:
+    """``GET url``: status (0: no answer), body and, where the body is empty, why."""
     try:
         with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 - localhost
-            return int(resp.status), resp.read()
+            return int(resp.status), resp.read(), ""
     except urllib.error.HTTPError as exc:
-        return int(exc.code), b""
-    except (OSError, ValueError):
-        return 0, b""
+        return int(exc.code), b"", str(exc)
+    except (OSError, ValueError) as exc:
+        return 0, b"", f"{type(exc).__name__}: {exc}"
+
+
+def http_get(url: str, timeout: float = 2.0) -> tuple[int, bytes]:
+    status, body, _ = fetch(url, timeout)
+    return status, body
 
 
 class Server:

@@ -274,8 +274,8 @@ def _latency(store: Store, runs: list[tuple[str, str]]) -> dict[str, Any] | None
 
 MAX_TIMELINE_POINTS = 2000
 """A run's decode lines shown in the timeline at most: a longer run's lines of one state
-are shown as medians of consecutive groups (a 2 M-line database plotted point by point
-made a 32 MB page that took half a minute to draw)."""
+are shown as medians of consecutive groups (2 M lines plotted point by point made a 97 MB
+page that headless Chromium took 147 s to draw: benchmarks/RESULTS-report.md)."""
 
 
 MAX_SHADED = 1000

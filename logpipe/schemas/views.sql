@@ -425,7 +425,7 @@ GROUP BY ALL;
 -- sum or count.  A lone snapshot (a user's curl: no phase) is in metric_snapshots only.
 CREATE OR REPLACE VIEW counter_deltas AS
 WITH parts AS (
-    SELECT run_id, source_path, taken_at, phase, level, level_by, engine, metric,
+    SELECT run_id, taken_at, phase, level, level_by, engine, metric,
            CASE WHEN sample LIKE '%\_bucket' ESCAPE '\' THEN 'bucket'
                 WHEN sample LIKE '%\_sum' ESCAPE '\' THEN 'sum'
                 WHEN sample LIKE '%\_count' ESCAPE '\' THEN 'count'
