@@ -72,7 +72,7 @@ def _parse(data: bytes, block_bytes: int, monkeypatch: pytest.MonkeyPatch, fast:
     monkeypatch.setenv("LOGPIPE_FASTLANE", "1" if fast else "0")
     state, line_no = LogState(), 1
     out: dict[str, list] = {k: [] for k in ("batches", "http", "events", "rejects", "runs",
-                                            "requests", "phases")}
+                                            "requests", "phases", "prefixes")}
     extras: list[object] = []
     taken = batches_taken = 0
     for block in line_blocks(io.BytesIO(data), block_bytes):
@@ -89,6 +89,7 @@ def _parse(data: bytes, block_bytes: int, monkeypatch: pytest.MonkeyPatch, fast:
         out["runs"].append(chunk.runs.sort("run_seq"))
         out["requests"].append(chunk.requests)
         out["phases"].append(chunk.phases)
+        out["prefixes"].append(chunk.prefixes)
         extras.append((chunk.noise, chunk.continuation,
                        [(la.run_seq, la.line_no, la.raw) for la in chunk.launches],
                        state.to_json()))
@@ -225,6 +226,16 @@ def _fuzz_log(seed: int, n: int = 2500) -> bytes:
             'INFO:     1.2.3.4:1 - "get /a HTTP/1.1" 200 OK',
         ])
 
+    def outer() -> str:
+        return rnd.choice([
+            f"Dec 04 13:00:{rnd.randint(0, 59):02d} node7 python3[{rnd.randint(1, 99999)}]: ",
+            "Jul  2 09:04:11 host sglang[12]: ", "sglang-1  | ", "sglang-1  |", "svc: ",
+            "node7 app[12]: [12:00:00] x ",  # a bracketed time that is not the signature
+            "host: [2026-03-01 10:00:00]  ",  # a stamp followed by two spaces: not it either
+            "host: [2026-03-01 10:00:00] [12] ", "lbl[2026-03-01 10:00:00]", "x ",
+            "INFO: ", "a [99:99:99 TP0] ",
+        ])
+
     lines: list[str] = []
     for _ in range(n):
         r = rnd.random()
@@ -245,8 +256,10 @@ def _fuzz_log(seed: int, n: int = 2500) -> bytes:
             line = f"{stamp()} Load weight begin. avail mem=78.54 GB"
         elif r < 0.90:
             line = f"2026-06-07T10:59:31.123456789Z {stamp()} {batch()}"
-        elif r < 0.92:
+        elif r < 0.91:
             line = f"(Actor pid=12) {stamp()} {batch()} [repeated 3x across cluster]"
+        elif r < 0.92:  # an outer prefix no known wrapper explains: journald, compose, ...
+            line = f"{outer()}{stamp()} {batch() if rnd.random() < 0.7 else http()}"
         else:
             line = f"{stamp()} {batch()}"
             bad = rnd.choice(["\r", "\x1b[32m", "é", "\t", "\x00"])
@@ -364,3 +377,25 @@ def test_any_bytes_scan_without_a_crash_and_every_line_once(data: bytes):
     assert every == sorted(set(every))
     assert out["lines"] == data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
     assert all(0 <= i < max(out["lines"], 1) for i in every)
+
+
+@needs_lane
+@pytest.mark.parametrize("wrap", [
+    lambda i: f"2026-06-07T09:00:{i % 60:02d}.{i:09d}Z ",  # docker logs --timestamps
+    lambda i: f"Jun 07 11:00:{i % 60:02d} node7 python3[4242]: ",  # journalctl
+    lambda i: "sglang-1  | ",  # docker compose
+], ids=["docker", "journald", "compose"])
+def test_wrapped_batch_lines_take_the_lane(wrap, monkeypatch: pytest.MonkeyPatch):
+    """A real log whose every line a container runtime, journald or compose wrapped: the
+    C lane takes its batch lines (and the outer prefixes it keeps are the polars
+    parser's ``line_prefixes`` rows, compared with the rest)."""
+    plain = (SAMPLES / "mission" / "eagle3-untuned" / "server.log").read_text().splitlines()
+    data = "".join(wrap(i) + line + "\n" for i, line in enumerate(plain)).encode()
+    taken = _same(data, 1 << 20, monkeypatch)
+    _same(data, 2048, monkeypatch)
+    batch_lines = data.count(b"] Prefill batch") + data.count(b"] Decode batch")
+    assert taken >= batch_lines * 0.9
+    monkeypatch.setenv("LOGPIPE_FASTLANE", "1")
+    chunk = finish_chunk(prepare_block(bytearray(data), 1, "2026-01-01"), LogState())
+    outer = wrap(0).strip() != "" and not wrap(0)[0].isdigit()
+    assert (chunk.prefixes.height >= batch_lines) == outer

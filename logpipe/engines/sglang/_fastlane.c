@@ -387,6 +387,8 @@ typedef struct {
     const char *msg;
     const char *clock, *clock_end; /* a time-only stamp's text (ts_raw); NULL when dated */
     const char *line;              /* the line's first byte (shape_hash reads no earlier) */
+    const char *outer, *outer_end; /* the text before SGLang's stamp that no known wrapper
+                                      explains (journald, a compose service); NULL if none */
 } prefix_t;
 
 #define NO_STAMP 16
@@ -454,6 +456,92 @@ static int parse_prefix(const char *s, const char *e, prefix_t *p) {
     if (q + 1 >= e || q[0] != ']' || q[1] != ' ') return 0;
     p->msg = q + 2;
     return 1;
+}
+
+/* ---------------------------------------------------------------- wrappers
+ * Two wrappers are read here, both only in front of a dated SGLang stamp (a time-only
+ * stamp takes its date from the wrapper: the polars parser does that):
+ * - ``docker logs --timestamps``: "YYYY-MM-DDTHH:MM:SS(.f+)?(Z|[+-]HH:?MM) +" (a known
+ *   wrapper: the polars parser keeps nothing of it when SGLang's stamp follows);
+ * - an outer prefix that starts with a letter (journald "Dec 04 13:00:01 node7
+ *   python3[4242]: ", a compose service "sglang-1  | "): the polars parser finds SGLang's
+ *   signature as the first place where ``prefix.SIGNATURE_RE`` matches and keeps the text
+ *   before it (stripped) as the line's outer prefix (``line_prefixes``). */
+
+static int digits_at(const char *q, const char *e, int n) {
+    if (e - q < n) return 0;
+    for (int i = 0; i < n; i++)
+        if (!is_digit(q[i])) return 0;
+    return 1;
+}
+
+/* the end of a docker timestamp and the spaces after it at s, or NULL */
+static const char *docker_stamp(const char *s, const char *e) {
+    if (!digits_at(s, e, 4) || e - s < 20 || s[4] != '-' || !digits_at(s + 5, e, 2)
+        || s[7] != '-' || !digits_at(s + 8, e, 2) || s[10] != 'T' || !digits_at(s + 11, e, 2)
+        || s[13] != ':' || !digits_at(s + 14, e, 2) || s[16] != ':' || !digits_at(s + 17, e, 2))
+        return NULL;
+    const char *q = s + 19;
+    if (q < e && *q == '.') {
+        const char *f = ++q;
+        while (q < e && is_digit(*q)) q++;
+        if (q == f) return NULL;
+    }
+    if (q < e && *q == 'Z') q++;
+    else if (q < e && (*q == '+' || *q == '-') && digits_at(q + 1, e, 2)) {
+        q += 3;
+        if (q < e && *q == ':') q++;
+        if (!digits_at(q, e, 2)) return NULL;
+        q += 2;
+    } else return NULL;
+    if (q >= e || *q != ' ') return NULL;
+    while (q < e && *q == ' ') q++;
+    return q;
+}
+
+/* prefix.STAMP at q exactly as the regex reads it (no range checks): the byte after its
+ * ']', or NULL.  "[(\d{4}-\d{2}-\d{2} )?\d{2}:\d{2}:\d{2}(\.\d{1,6})?( [A-Za-z][A-Za-z_]*\d+)*]" */
+static const char *stamp_like(const char *q, const char *e) {
+    const char *t = q + 1;
+    if (digits_at(t, e, 4) && e - t > 10 && t[4] == '-' && digits_at(t + 5, e, 2) && t[7] == '-'
+        && digits_at(t + 8, e, 2) && t[10] == ' ')
+        t += 11;
+    if (!digits_at(t, e, 2) || e - t < 8 || t[2] != ':' || !digits_at(t + 3, e, 2) || t[5] != ':'
+        || !digits_at(t + 6, e, 2))
+        return NULL;
+    t += 8;
+    if (t < e && *t == '.') {
+        const char *f = ++t;
+        while (t < e && is_digit(*t)) t++;
+        if (t - f < 1 || t - f > 6) return NULL;
+    }
+    while (t < e && *t == ' ') {
+        t++;
+        if (t >= e || !is_alpha(*t)) return NULL;
+        while (t < e && (is_alpha(*t) || *t == '_')) t++;
+        const char *dg = t;
+        while (t < e && is_digit(*t)) t++;
+        if (t == dg) return NULL;
+    }
+    return t < e && *t == ']' ? t + 1 : NULL;
+}
+
+/* where prefix.SIGNATURE_RE finds SGLang's stamp in s..e (its '['), or NULL: the first
+ * stamp followed by " ?" and a message that starts with neither whitespace nor '[' and a
+ * digit */
+static const char *signature(const char *s, const char *e) {
+    for (const char *q = s; q < e; q++) {
+        q = memchr(q, '[', (size_t)(e - q));
+        if (!q) return NULL;
+        const char *t = stamp_like(q, e);
+        if (!t) continue;
+        for (int sp = t < e && *t == ' '; sp >= 0; sp--) { /* " ?" greedy, then without */
+            const char *m = t + sp;
+            if (m >= e || *m == ' ') continue;
+            if (*m != '[' || (m + 1 < e && !is_digit(m[1]))) return q;
+        }
+    }
+    return NULL;
 }
 
 /* ---------------------------------------------------------------- event phrases
@@ -690,25 +778,25 @@ static int parse_http(const char *msg, const char *e, http_t *h) {
 enum { B_IDX, B_TS, B_MS, B_RANKTAG, B_TSRAW, B_DP, B_TP, B_PP, B_EP, B_KIND, B_ITER, B_MIXED,
        B_NEW_SEQ, B_NEW_TOKEN, B_CACHED, B_RUNNING, B_QUEUE, B_TOKEN, B_USAGE, B_GRAPH,
        B_GRAPH_LABEL, B_GEN, B_INPUT, B_ACCEPT_LEN, B_ACCEPT_RATE, B_EXTRA, B_SHAPE,
-       B_MSG_OFF, B_MSG_LEN, B_KEEP, NB };
+       B_MSG_OFF, B_MSG_LEN, B_KEEP, B_OUTER, NB };
 static const char *B_NAMES[NB] = {
     "idx", "ts", "stamp", "rank_tag", "ts_raw", "dp_rank", "tp_rank", "pp_rank", "ep_rank",
     "kind", "forward_iter", "mixed_chunk", "new_seq", "new_token", "cached_token",
     "running_req", "queue_req", "num_token", "token_usage", "cuda_graph", "graph_label",
     "gen_throughput", "input_throughput", "accept_len", "accept_rate", "extra", "shape",
-    "msg_off", "msg_len", "keep"};
+    "msg_off", "msg_len", "keep", "outer"};
 static const int B_TYPES[NB] = {
     C_I64, C_I64, C_U8, C_STR, C_STR, C_I32, C_I32, C_I32, C_I32, C_U8, C_I64, C_U8, C_I64, C_I64,
     C_I64, C_I64, C_I64, C_I64, C_F64, C_U8, C_STR, C_F64, C_F64, C_F64, C_F64, C_STR, C_I64,
-    C_I64, C_I64, C_U8};
+    C_I64, C_I64, C_U8, C_STR};
 
 enum { H_IDX, H_TS, H_MS, H_RANKTAG, H_TSRAW, H_CLIENT, H_METHOD, H_PATH, H_PROTO, H_STATUS,
-       H_TEXT, H_SHAPE, H_MSG_OFF, H_MSG_LEN, H_KEEP, NH };
+       H_TEXT, H_SHAPE, H_MSG_OFF, H_MSG_LEN, H_KEEP, H_OUTER, NH };
 static const char *H_NAMES[NH] = {
     "idx", "ts", "stamp", "rank_tag", "ts_raw", "client", "method", "path", "protocol", "status",
-    "status_text", "shape", "msg_off", "msg_len", "keep"};
+    "status_text", "shape", "msg_off", "msg_len", "keep", "outer"};
 static const int H_TYPES[NH] = {C_I64, C_I64, C_U8, C_STR, C_STR, C_STR, C_STR, C_STR, C_STR,
-                                C_I32, C_STR, C_I64, C_I64, C_I64, C_U8};
+                                C_I32, C_STR, C_I64, C_I64, C_I64, C_U8, C_STR};
 
 static const int CANON_COL[N_CANON] = {B_NEW_SEQ, B_NEW_TOKEN, B_CACHED, B_RUNNING, B_QUEUE,
                                        B_TOKEN, B_USAGE, B_GEN, B_INPUT, B_ACCEPT_LEN,
@@ -746,6 +834,11 @@ static int put_tail(col_t *c, size_t row, const prefix_t *p, const char *data,
     return r;
 }
 
+static int put_outer(col_t *c, size_t row, const prefix_t *p) {
+    return put_str(c, row, p->outer, p->outer ? (size_t)(p->outer_end - p->outer) : 0,
+                   p->outer != NULL);
+}
+
 static int emit_batch(col_t *c, size_t row, int64_t idx, const prefix_t *p, const batch_t *b,
                       const char *data, const char *msg, const char *e) {
     int r = put_head(c, row, idx, p);  /* B_IDX .. B_TSRAW */
@@ -768,6 +861,7 @@ static int emit_batch(col_t *c, size_t row, int64_t idx, const prefix_t *p, cons
                  b->present[K_GRAPH]);
     r |= put_str(&c[B_EXTRA], row, b->extra.p, b->extra.n, b->extra_pairs > 0);
     r |= put_tail(&c[B_SHAPE], row, p, data, msg, e);
+    r |= put_outer(&c[B_OUTER], row, p);
     return r ? -1 : 0;
 }
 
@@ -782,6 +876,7 @@ static int emit_http(col_t *c, size_t row, int64_t idx, const prefix_t *p, const
     r |= put_str(&c[H_TEXT], row, h->has_text ? h->text : e, h->has_text ? (size_t)(e - h->text) : 0,
                  h->has_text);
     r |= put_tail(&c[H_SHAPE], row, p, data, msg, e);
+    r |= put_outer(&c[H_OUTER], row, p);
     return r ? -1 : 0;
 }
 
@@ -933,8 +1028,20 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         const char *next = e < end ? e + 1 : end;
         int lane = 0;
         prefix_t p;
-        if (e - s > 12 && s[0] == '[' && plain && parse_prefix(s, e, &p)
-            && !ends_with_ray_repeat(p.msg, e)) {
+        /* where SGLang's stamp starts: the line's start, or after a wrapper */
+        const char *br = NULL, *outer = NULL;
+        if (plain && e - s > 12) {
+            if (s[0] == '[') br = s;
+            else if (is_digit(s[0])) br = docker_stamp(s, e);
+            else if (is_alpha(s[0]) && (br = signature(s, e)) != NULL) outer = s;
+        }
+        if (br && e - br > 12 && br[0] == '[' && parse_prefix(br, e, &p)
+            && (br == s || (p.stamp & 1)) && !ends_with_ray_repeat(p.msg, e)) {
+            p.outer = outer;
+            if (outer) {
+                p.outer_end = br;
+                while (p.outer_end > outer && p.outer_end[-1] == ' ') p.outer_end--;
+            }
             int r = parse_batch(p.msg, e, &b, &ph, &kt);
             if (r < 0) { failed = 1; break; }
             if (r == 1) {
@@ -949,7 +1056,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
                 }
             }
         }
-        else if ((s[0] == 'I' || s[0] == 'W') && plain && !ends_with_ray_repeat(s, e)) {
+        else if (!outer && (s[0] == 'I' || s[0] == 'W') && plain && !ends_with_ray_repeat(s, e)) {
             /* uvicorn's own access lines carry no SGLang prefix (and so no time) */
             http_t h;
             memset(&p, 0, sizeof p);

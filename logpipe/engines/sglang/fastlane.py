@@ -84,8 +84,10 @@ class Lanes:
     """One block split between the lanes."""
 
     batches: pl.DataFrame
-    """Fast batch rows: ``line_no``, the ``batches`` columns, and ``shape``/``msg_off``/
-    ``msg_len``/``ms_present``/``rank_tag`` for era features."""
+    """Fast batch rows: ``line_no``, the ``batches`` columns, ``shape``/``msg_off``/
+    ``msg_len``/``ms_present``/``rank_tag`` for era features, and ``outer``: the text
+    before SGLang's stamp that no known wrapper explains (journald, a compose service),
+    null on most lines (both lanes' ``line_prefixes`` rows are made from it)."""
     http: pl.DataFrame
     slow_text: str
     """The lines left to the polars parser, each ending in ``\\n``."""
@@ -185,12 +187,13 @@ def split_block(data: bytes | bytearray, first_line_no: int, fallback_date: str)
         (pl.col("mixed_chunk") == 1).alias("mixed_chunk"),
         *((pl.col(c) == 1).alias(c) if dtype == pl.Boolean else pl.col(c)
           for c, dtype in COLUMNS.items()),
-        "extra", "shape", "msg_off", "msg_len", *stamp[2:],
+        "extra", "shape", "msg_off", "msg_len", "outer", *stamp[2:],
     )
     stamp = _stamp_columns(fallback_date, _any_time_only(out["http"]))
     http = fh.select(
         line_no, *stamp[:2], "client", "method", "path", "protocol",
-        "status", "status_text", "shape", "msg_off", "msg_len", "rank_tag", *stamp[2:],
+        "status", "status_text", "shape", "msg_off", "msg_len", "rank_tag", "outer",
+        *stamp[2:],
     )
     slow = out["slow"].decode("utf-8", errors="replace")
     nos = np.frombuffer(out["slow_idx"], dtype=np.int64) + first_line_no

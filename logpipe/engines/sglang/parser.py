@@ -339,8 +339,10 @@ def finish_chunk(prepared: PreparedChunk, state: LogState, keep_text: bool = Fal
     unread = df.filter(pl.col("cat").is_null() & pl.col("msg").str.contains(RECORD_LIKE_RE)).height
 
     if prepared.fast is not None:
-        batches, http, runs = _merge_fast(prepared.fast, df, days, run_before, batches, http,
-                                          runs)
+        batches, http, runs, outer = _merge_fast(prepared.fast, df, days, run_before, batches,
+                                                 http, runs)
+        if outer.height:
+            prefixes = pl.concat([prefixes, outer])
 
     # Carry state forward.
     if len(df):
@@ -427,12 +429,13 @@ def _finish_fast_only(lanes: fastlane.Lanes, state: LogState) -> ParsedChunk:
     of a long log): no launch, event, record or continuation is in it, so its rows are in
     the run the block began in, and the slow parser's tables stay empty."""
     days = _day_numbers(fastlane.time_only(lanes), state)
-    batches, http, runs = _merge_fast(lanes, None, days, state.run_seq, None, None, None)
+    batches, http, runs, outer = _merge_fast(lanes, None, days, state.run_seq, None, None,
+                                             None)
     _past_fast_end(state, lanes)
     empty = _no_slow_rows()
     return ParsedChunk(batches=batches, events=empty["events"], http=http,
                        rejects=empty["rejects"], runs=runs, requests=empty["requests"],
-                       phases=empty["phases"], prefixes=empty["prefixes"])
+                       phases=empty["phases"], prefixes=outer)
 
 
 def _past_fast_end(state: LogState, lanes: fastlane.Lanes) -> None:
@@ -455,11 +458,12 @@ def _no_slow_rows() -> dict[str, pl.DataFrame]:
 def _merge_fast(lanes: fastlane.Lanes, df: pl.DataFrame | None, days: pl.DataFrame | None,
                 run_before: int, batches: pl.DataFrame | None, http: pl.DataFrame | None,
                 runs: pl.DataFrame | None
-                ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+                ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Add the fast lane's rows: each takes the run of the slow line before it (launch
     lines are always slow), time-only stamps their midnight roll-over, and their era
     features and time span join the runs.  ``df``, ``batches``, ``http`` and ``runs``
-    None: the slow parser had no line of the block."""
+    None: the slow parser had no line of the block.  Returns the batch, HTTP and run
+    rows, and the ``line_prefixes`` rows of fast lines with an outer prefix."""
     anchors = df.select("line_no", "run_seq") if df is not None else None
     # the usual block starts no launch: every fast row is in the run the block began in
     one_run = anchors is None or anchors.height == 0 or (
@@ -506,7 +510,10 @@ def _merge_fast(lanes: fastlane.Lanes, df: pl.DataFrame | None, days: pl.DataFra
                 pl.col("first_ts").min(), pl.col("last_ts").max(), pl.col("profiled").any(),
                 pl.col("first_line").min(),
             ).select(runs.columns).sort("run_seq")
-    return _merged(batches, fb, BATCH_COLUMNS), _merged(http, fh, HTTP_COLUMNS), runs
+    wrapped = pl.concat([f.select("run_seq", "line_no", "ts", "outer").filter(
+        pl.col("outer").is_not_null()) for f in (fb, fh)])
+    return (_merged(batches, fb, BATCH_COLUMNS), _merged(http, fh, HTTP_COLUMNS), runs,
+            outer_prefixes(wrapped))
 
 
 def _merged(slow: pl.DataFrame | None, fast: pl.DataFrame, columns: tuple[str, ...]
