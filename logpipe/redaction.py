@@ -4,6 +4,7 @@ manifests alike, whatever the engine."""
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any
 
 _SECRET_WORDS = re.compile(
@@ -18,6 +19,7 @@ _TOKEN_COUNT = re.compile(
 )
 
 
+@lru_cache(maxsize=8192)  # the same few thousand argument names, launch after launch
 def is_secret_key(key: str) -> bool:
     """True for keys whose values look like credentials (``HF_TOKEN``, ``api_key``...)."""
     if _SECRET_WORDS.search(key):

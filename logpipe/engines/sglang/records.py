@@ -39,26 +39,35 @@ def is_record(msg: pl.Expr) -> pl.Expr:
             | (msg.str.starts_with("{") & msg.str.contains(JSON_FINISHED, literal=True)))
 
 
+_OUTSIDE = re.compile(r"""['"{}\[\]()]""")
+_INSIDE = {"'": re.compile(r"[\\']"), '"': re.compile(r'[\\"]')}
+
+
 def _closing(text: str, start: int) -> int:
-    """Index just past the bracket that closes ``text[start]`` (quote-aware), or -1."""
-    depth, i, n, quote = 0, start, len(text), ""
-    while i < n:
+    """Index just past the bracket that closes ``text[start]`` (quote-aware), or -1.
+    Jumps from one bracket, quote or (inside quotes) backslash to the next: a request's
+    repr runs to kilobytes."""
+    depth, i, quote = 0, start, ""
+    while True:
+        m = (_INSIDE[quote] if quote else _OUTSIDE).search(text, i)
+        if m is None:
+            return -1
+        i = m.start()
         c = text[i]
         if quote:
             if c == "\\":
                 i += 1
-            elif c == quote:
+            else:
                 quote = ""
         elif c in "'\"":
             quote = c
         elif c in "{[(":
             depth += 1
-        elif c in "}])":
+        else:
             depth -= 1
             if depth == 0:
                 return i + 1
         i += 1
-    return -1
 
 
 def _value_end(body: str, j: int, stop: re.Pattern[str]) -> int:

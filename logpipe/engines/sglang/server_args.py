@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
+from functools import lru_cache
 from typing import Any
 
 from logpipe.redaction import is_secret_key, redact  # noqa: F401  (re-exported)
@@ -32,6 +33,12 @@ def parse_server_args(text: str) -> dict[str, Any] | None:
     >>> parse_server_args("server_args={'model_path': 'm', 'dp_size': 2}")
     {'model_path': 'm', 'dp_size': 2}
     """
+    parsed = _parse(text)
+    return None if parsed is None else dict(parsed)
+
+
+@lru_cache(maxsize=4)  # a launch's line is read for its event and for its run
+def _parse(text: str) -> dict[str, Any] | None:
     m = SERVER_ARGS_RE.search(text)
     if m is None:
         return None

@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from datetime import date
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from logpipe.engines.parsing import Chunk, Era, RunSeen
@@ -52,6 +53,68 @@ SPOOLED = ("http_requests",)
 BLOCK_BYTES = 8 * 1024 * 1024
 """Bytes of lines parsed between writes (memory stays flat on a long access log)."""
 
+PLAIN_ACCESS = (
+    r"^(?:\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z )?INFO: +"
+    r"(?P<client>[0-9A-Za-z._:-]+):(?P<port>\d+) - \"(?P<method>[A-Z]+) "
+    r"(?P<path>[^\s\"\[\x1b]+) (?P<protocol>HTTP/[\d.]+)\" (?P<status>\d{3})"
+    r"(?: (?P<text>[A-Za-z ]*))?\r?$")
+"""An access line the line parser would read as uvicorn's and nothing else: alone on its
+line (or behind ``docker logs --timestamps``), no colour, no bracket, a status text of
+words.  Such a line has no stamp of its own and changes no state but the line count, so a
+stretch of them is read at once; any other line, and the profiler's two POSTs (which are
+also events), goes through :meth:`Parser.feed`."""
+
+
+def plain_access(lines: list[str]) -> pl.DataFrame:
+    """The plain access lines of a block: ``idx`` (the line's index) and the row fields
+    the line parser gives them (``client`` with its port, ``status_text`` stripped)."""
+    text = pl.Series("line", lines, dtype=pl.String)
+    hit = text.str.contains("INFO:", literal=True)
+    found = pl.DataFrame({"idx": pl.int_range(0, len(lines), eager=True, dtype=pl.Int64),
+                          "line": text}).filter(hit)
+    parts = found.select("idx", pl.col("line").str.extract_groups(PLAIN_ACCESS).alias("m")
+                         ).unnest("m").filter(pl.col("status").is_not_null())
+    profiler = (pl.col("method") == "POST") & pl.col("path").is_in(
+        ["/start_profile", "/stop_profile"])
+    return parts.filter(~profiler).select(
+        "idx",
+        pl.concat_str([pl.col("client"), pl.lit(":"), pl.col("port")]).alias("client"),
+        "method", "path", "protocol", pl.col("status").cast(pl.Int32),
+        pl.col("text").str.strip_chars().replace("", None).alias("status_text"))
+
+
+def _stretch_rows(access: pl.DataFrame,
+                  stretches: list[tuple[int, int, int, int, datetime | None]]) -> pl.DataFrame:
+    """The ``http_requests`` rows of stretches of ``access``: (first row, rows, run,
+    first line's number, time)."""
+    first, n, run, line, ts = (list(c) for c in zip(*stretches, strict=True))
+    counts = np.array(n, dtype=np.int64)
+    rows = np.arange(counts.sum(), dtype=np.int64)
+    # each row's position in its stretch, then its row of ``access`` and its line number
+    within = rows - np.repeat(np.cumsum(counts) - counts, counts)
+    take = np.repeat(np.array(first, dtype=np.int64), counts) + within
+    line_no = np.repeat(np.array(line, dtype=np.int64), counts) + within
+    return access[take].select(
+        pl.Series("run_seq", np.repeat(np.array(run, dtype=np.int64), counts)),
+        pl.Series("line_no", line_no),
+        pl.Series("ts", ts, dtype=pl.Datetime("us")).gather(
+            np.repeat(np.arange(len(ts)), counts)),
+        "client", "method", "path", "protocol", "status", "status_text")
+
+
+def _stretches(access: pl.DataFrame) -> list[tuple[int, int, int]]:
+    """Runs of consecutive plain access lines: (first line index, index past the last,
+    first row of ``access``)."""
+    if access.height == 0:
+        return []
+    idx = access["idx"]
+    new = (idx.diff().fill_null(0) != 1).arg_true().to_list()
+    if not new or new[0] != 0:
+        new = [0, *new]
+    ends = [*new[1:], access.height]
+    values = idx.to_list()
+    return [(values[a], values[b - 1] + 1, a) for a, b in zip(new, ends, strict=True)]
+
 
 class VLLMLogParser:
     """vLLM's lines, block by block (:class:`logpipe.engines.parsing.LogParser`)."""
@@ -72,14 +135,33 @@ class VLLMLogParser:
     def count_lines(self, block: bytes | bytearray) -> int:
         return block.count(b"\n")
 
-    def prepare(self, block: bytes | bytearray, first_line_no: int) -> list[str]:
+    def prepare(self, block: bytes | bytearray, first_line_no: int
+                ) -> tuple[list[str], pl.DataFrame]:
+        """The block's lines, and its plain access lines read at once (on the thread that
+        prepares blocks ahead; polars releases the GIL)."""
         lines = block.decode("utf-8", errors="replace").split("\n")
         lines.pop()  # a block ends with its last line's newline
-        return lines
+        return lines, plain_access(lines)
 
-    def finish(self, prepared: list[str]) -> Chunk:
-        for text in prepared:
-            self.parser.feed(self.state.lines + 1, text)
+    def finish(self, prepared: tuple[list[str], pl.DataFrame]) -> Chunk:
+        """Every line through the line parser, except stretches of plain access lines
+        (most of a busy server's log: one a request), which take their rows at once."""
+        lines, access = prepared
+        feed, pos = self.parser.feed, 0
+        stretches: list[tuple[int, int, int, int, datetime | None]] = []
+        for start, stop, first in _stretches(access):
+            for text in lines[pos:start]:
+                feed(self.state.lines + 1, text)
+            if self.state.pending is not None:  # the first may finish a wrapped stats line
+                feed(self.state.lines + 1, lines[start])
+                start, first = start + 1, first + 1
+            if start < stop:
+                stretches.append((first, stop - start, *self.parser.access_lines(stop - start)))
+            pos = stop
+        for text in lines[pos:]:
+            feed(self.state.lines + 1, text)
+        if stretches:
+            self.parser.out.http_frames.append(_stretch_rows(access, stretches))
         return self._take()
 
     def end(self) -> Chunk | None:
@@ -109,6 +191,10 @@ class VLLMLogParser:
             if rows:
                 tables[table] = pl.DataFrame([{k: r.get(k) for k in SCHEMAS[table]}
                                               for r in rows], schema=SCHEMAS[table])
+        if out.http_frames:
+            tables["http_requests"] = pl.concat(
+                [*(t for t in [tables.get("http_requests")] if t is not None),
+                 *out.http_frames]).sort("line_no")
         runs = [RunSeen(seq, info["first_line"], info["first_ts"], info["last_ts"],
                         era=_era(info), facts=_launch_facts(info))
                 for seq, info in sorted(out.runs.items())]

@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import date, datetime
 from typing import Any
 
+import polars as pl
+
 # -------------------------------------------------------------------------- the prefix
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m|(?<![\w\]])\[(?:\d+;)*\d+m")
@@ -161,6 +163,8 @@ class Parsed:
     spec: list[dict[str, Any]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
     http: list[dict[str, Any]] = field(default_factory=list)
+    http_frames: list[pl.DataFrame] = field(default_factory=list)
+    """Access rows read a stretch at a time (``logparser.plain_access``)."""
     rejects: list[dict[str, Any]] = field(default_factory=list)
     runs: dict[int, dict[str, Any]] = field(default_factory=dict)
     """run_seq -> what the lines say of that launch (first line and stamp, last stamp,
@@ -481,6 +485,17 @@ class Parser:
             self._event(line_no, ts, kind, message[:2000], attrs)
             found = True
         return found
+
+    def access_lines(self, n: int) -> tuple[int, int, datetime | None]:
+        """The next ``n`` lines, each a plain access line (``logparser.plain_access``):
+        what :meth:`feed` does with each, at once.  Returns their run, the first line's
+        number and their time (no stamp of their own: each takes the last one); the caller
+        makes the rows."""
+        first = self.state.lines + 1
+        run = self._run(first, None)
+        ts = datetime.fromisoformat(self.state.last_ts) if self.state.last_ts else None
+        self.state.lines = first + n - 1
+        return run, first, ts
 
     def _access(self, line_no: int, m: re.Match[str], ts: datetime | None = None) -> None:
         run = self._run(line_no, ts)
