@@ -97,29 +97,33 @@ _COMBINE = {"batch_lines": "coalesce(k.{c}, 0) + n.{c}", "lines_hash": "coalesce
             "max_token_usage": "greatest(k.{c}, n.{c})", "max_accept_len": "greatest(k.{c}, n.{c})"}
 
 
-def fold_ranges(store: Store, source_path: str, after_line: int) -> None:
-    """Fold the batch lines ingest just wrote (``source_path``'s lines past ``after_line``;
-    0: the whole file, replacing what was kept for its runs) into
-    ``run_batch_ranges_cache``, and drop the rows of runs gone.  Call inside the file's
-    transaction."""
+def fold_ranges(store: Store, files: list[tuple[str, int]]) -> None:
+    """Fold the batch lines an ingest just wrote (of each ``(source_path, after_line)``,
+    the lines past ``after_line``; 0: the whole file, replacing what was kept for its
+    runs) into ``run_batch_ranges_cache`` in one pass, and drop the rows of runs gone.
+    Call inside a write transaction."""
     con = store.con
     con.execute("DELETE FROM logpipe_internal.run_batch_ranges_cache WHERE run_id NOT IN "
                 "(SELECT run_id FROM runs)")
-    if after_line <= 0:
+    if not files:
+        return
+    whole = [p for p, after in files if after <= 0]
+    if whole:
         con.execute("DELETE FROM logpipe_internal.run_batch_ranges_cache WHERE run_id IN "
-                    "(SELECT run_id FROM runs WHERE source_path = ?)", [source_path])
+                    "(SELECT run_id FROM runs WHERE source_path IN (SELECT unnest(?)))",
+                    [whole])
     merged = ", ".join(
         _COMBINE.get(c, "least(k.{c}, n.{c})").format(c=c) + f" AS {c}" for c in _RANGE_COLUMNS)
-    con.execute(
-        "CREATE OR REPLACE TEMP TABLE folded_ranges AS "
+    paths, afters = [p for p, _ in files], [max(a, -1) for _, a in files]
+    rows = store.all(
         f"SELECT n.run_id, {merged} FROM run_batch_ranges_of(?, ?) n "
         "LEFT JOIN logpipe_internal.run_batch_ranges_cache k USING (run_id)",
-        [source_path, after_line])
-    con.execute("DELETE FROM logpipe_internal.run_batch_ranges_cache WHERE run_id IN "
-                "(SELECT run_id FROM temp.folded_ranges)")
-    con.execute("INSERT INTO logpipe_internal.run_batch_ranges_cache "
-                "SELECT * FROM temp.folded_ranges")
-    con.execute("DROP TABLE temp.folded_ranges")
+        [paths, afters])
+    if rows:
+        con.execute("DELETE FROM logpipe_internal.run_batch_ranges_cache WHERE run_id IN "
+                    "(SELECT unnest(?))", [[r[0] for r in rows]])
+        con.executemany("INSERT INTO logpipe_internal.run_batch_ranges_cache VALUES "
+                        f"({', '.join('?' for _ in rows[0])})", rows)
 
 
 _RANGES_DRIFT_SQL = """

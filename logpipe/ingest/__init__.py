@@ -148,6 +148,11 @@ def ingest_files(files: list[tuple[Path, Path]], db: Store | Path, options: EnvO
                 result.unlinked = link_records(store)
                 apply_trace_env(store, options.tiers or Tiers.load())
                 store.derive_profiled()
+                # the batch ranges `check` reads, kept per run: the lines of every log read
+                # now, in one pass (an ingest stopped before this leaves them short by whole
+                # files, which `check` finds by the line count and repairs)
+                summaries.fold_ranges(store, [(f.path, f.read_after) for f in result.files
+                                              if f.read_after is not None])
                 # the statistics `check` reads, kept per run: recomputed here for the runs
                 # whose data changed, so that no read command classifies them again
                 summaries.refresh(store)

@@ -33,6 +33,9 @@ class FileResult:
     damaged: str | None = None
     """What was wrong with a compressed file that ended in damage (truncated, corrupt):
     the lines before it were read."""
+    read_after: int | None = None
+    """A server log read now: the last line read before (0: read from its start); its
+    lines past it are folded into the kept batch ranges at the end of the ingest."""
 
 
 @dataclass

@@ -41,7 +41,7 @@ def take_back_copies(store: Store, paths: list[str]) -> list[Copy]:
     the same records, the one with fewer records, then the one with more other lines (the
     driver's own output), then the later path, is the copy."""
     found: list[Copy] = []
-    for path in paths:
+    for path in _suspects(store, paths):
         mine = _records(store, path)
         if not mine or _count(
                 store, "SELECT count(*) FROM runs WHERE source_path = ? AND started_at IS NULL",
@@ -72,6 +72,30 @@ def take_back_copies(store: Store, paths: list[str]) -> list[Copy]:
 
 def _table(name: str) -> str:
     return f"logpipe_internal.{name}"
+
+
+def _suspects(store: Store, paths: list[str]) -> list[str]:
+    """Of ``paths``, those that can be copies: they hold records and each of them has an
+    equal row (every compared column) in another file.  One query per table for all the
+    files of an ingest, whatever their number: a folder of thousands of logs of one day
+    all overlap in time, and comparing each with every other one is quadratic.  A file
+    one of whose records is nowhere else is no copy of any file or files (the tests
+    below need every record repeated), so nothing is lost by leaving it out."""
+    if not paths:
+        return []
+    ids = {store.source_id(p): p for p in paths}
+    held: dict[int, int] = {}
+    unmatched: dict[int, int] = {}
+    for table, cols in COMPARED.items():
+        same = " AND ".join(f"o.{c} IS NOT DISTINCT FROM n.{c}" for c in cols)
+        for sid, rows, alone in store.all(
+                f"SELECT n.source_id, count(*), count(*) FILTER (WHERE NOT EXISTS ("
+                f"SELECT 1 FROM {_table(table)} o WHERE {same} AND o.source_id <> n.source_id"
+                f")) FROM {_table(table)} n WHERE n.source_id IN (SELECT unnest(?)) "
+                "GROUP BY 1", [list(ids)]):
+            held[sid] = held.get(sid, 0) + int(rows)
+            unmatched[sid] = unmatched.get(sid, 0) + int(alone)
+    return [p for sid, p in ids.items() if held.get(sid, 0) and not unmatched.get(sid, 0)]
 
 
 def _records(store: Store, path: str) -> int:

@@ -20,7 +20,6 @@ from typing import Any, BinaryIO
 
 import polars as pl
 
-from logpipe import summaries
 from logpipe.engines import Engine
 from logpipe.engines.parsing import Chunk, Era, LogParser, RunSeen
 from logpipe.ingest.base import IN_LOG, PARSER_VERSION, FileResult, Progress
@@ -108,7 +107,7 @@ def read_log(store: Store, path: Path, key: str, kind: str, head: bytes, engine:
                       previous_sha=previous_sha, lines=parser.lines, new_lines=res.lines,
                       rejected=rejected, noise=noise, state_json=parser.state_json(),
                       generations=generations, parser_version=PARSER_VERSION)
-    summaries.fold_ranges(store, key, lines_before)
+    res.read_after = lines_before  # folded into the kept ranges by the ingest's last step
     res.runs_created = runs.created
     return res
 

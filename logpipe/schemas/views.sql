@@ -173,10 +173,11 @@ GROUP BY s.run_id;
 
 -- Per run, in one pass over its batch lines: how many, a hash over them (what the per-run
 -- caches are keyed by) and the range of each value (what the data-quality checks test).
--- run_batch_ranges_of(path, after) is the same over the lines of one source file (NULL:
--- every file) past line `after`: ingest folds each file's new lines into
--- run_batch_ranges_cache with it (counts and hash sums add up, minima and maxima combine).
-CREATE OR REPLACE MACRO run_batch_ranges_of(path, after) AS TABLE
+-- run_batch_ranges_of(paths, afters) is the same over the lines of the source files
+-- `paths`, each past its line in `afters` (NULL, NULL: every line): ingest folds the new
+-- lines of the files it read into run_batch_ranges_cache with it, in one pass (counts and
+-- hash sums add up, minima and maxima combine).
+CREATE OR REPLACE MACRO run_batch_ranges_of(paths, afters) AS TABLE
 SELECT run_id, count(*) AS batch_lines,
        sum(hash(line_no, ts, kind, rank_tag, running_req, cuda_graph, gen_throughput,
                 input_throughput, accept_len, accept_rate, token_usage)) AS lines_hash,
@@ -185,10 +186,11 @@ SELECT run_id, count(*) AS batch_lines,
        min(gen_throughput) AS min_gen_throughput,
        min(input_throughput) AS min_input_throughput
 FROM run_samples(NULL)
-WHERE (path IS NULL OR source_path = path) AND line_no > after
+WHERE paths IS NULL
+   OR line_no > afters[list_position(paths, source_path)]
 GROUP BY run_id;
 
-CREATE OR REPLACE VIEW run_batch_ranges AS SELECT * FROM run_batch_ranges_of(NULL, -1);
+CREATE OR REPLACE VIEW run_batch_ranges AS SELECT * FROM run_batch_ranges_of(NULL, NULL);
 
 -- What a run's statistics are computed from, as one key per run: its batch lines and the
 -- events that bound its steady state (ready, profiling start/stop).
