@@ -21,7 +21,7 @@ from logpipe.analysis.launches import (
 from logpipe.analysis.levels import launch_levels, server_levels
 from logpipe.analysis.pairing import Load, load_of
 from logpipe.analysis.results import NO_WARMUP, RunSamples
-from logpipe.analysis.steady import DECODE_KINDS, Warmup, steady_lines
+from logpipe.analysis.steady import DECODE_KINDS, JUDGED, Warmup, steady_lines
 from logpipe.analysis.step_phases import load_steps
 from logpipe.env import RunEnv
 from logpipe.errors import InputError
@@ -56,7 +56,7 @@ def load_run(store: Store, ref: str, warmup: Warmup = NO_WARMUP) -> RunSamples:
     for found in (counters.levels, server_levels(store, run_id)):  # one table per level
         for level, values in found.items():
             levels.setdefault(level, {}).update(values)
-    lines = steady_lines(store, run_id, warmup)
+    lines = steady_lines(store, run_id, warmup, JUDGED)
     steady = lines.filter(pl.col("state") == "steady")
     dec = steady.filter(pl.col("kind").is_in(DECODE_KINDS))
     decode: dict[int, np.ndarray] = {}

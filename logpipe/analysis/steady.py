@@ -34,14 +34,25 @@ DECODE_KINDS = ("decode", "window")
 windows (an interval average of generation throughput)."""
 
 
-def steady_lines(store: Store, run_id: str, warmup: Warmup = NO_WARMUP) -> pl.DataFrame:
-    """Every batch line of a run with ``state`` and ``reason``, warm-up applied."""
+JUDGED = ("line_no", "ts", "kind", "running_req", "gen_throughput", "input_throughput",
+          "accept_len", "accept_rate", "token_usage", "cuda_graph", "state", "reason",
+          "past_warmup")
+"""The columns of :func:`steady_lines` that judging reads (a run of a million lines is
+~100 MB of them, against ~1 GB of every column)."""
+
+
+def steady_lines(store: Store, run_id: str, warmup: Warmup = NO_WARMUP,
+                 columns: tuple[str, ...] | None = None) -> pl.DataFrame:
+    """Every batch line of a run with ``state`` and ``reason``, warm-up applied;
+    ``columns``: only those (each of :data:`JUDGED`; default every column)."""
+    cols = ", ".join(columns) if columns else "*"
     try:
         df = store.con.sql(
-            "SELECT * FROM run_batch_states($1) ORDER BY line_no, ts", params=[run_id]).pl()
+            f"SELECT {cols} FROM run_batch_states($1) ORDER BY line_no, ts",
+            params=[run_id]).pl()
     except duckdb.CatalogException:  # a database last written before the macro existed
-        df = store.con.sql("SELECT * FROM batch_states WHERE run_id = $1 ORDER BY line_no, ts",
-                           params=[run_id]).pl()
+        df = store.con.sql("SELECT * FROM batch_states WHERE run_id = $1 "
+                           "ORDER BY line_no, ts", params=[run_id]).pl()
     if df.height == 0 or (warmup.lines <= 0 and warmup.seconds <= 0):
         return df
     if warmup.seconds > 0:

@@ -41,17 +41,20 @@ def attach_env(store: Store, key: str, manifests: list[Path], options: EnvOption
         "engine_version, tags::VARCHAR, started_at, engine FROM runs WHERE source_path = ?",
         [key])
     # the file's facts in a few queries, not a few per run (a file may hold 450 launches)
+    # (the stored tables by the file's id: the public views join every row to its path,
+    # a scan of the whole database per file)
+    sid = store.source_id(key)
     events: dict[str, list[tuple[str, dict[str, Any]]]] = {}
     for run_id, kind, attrs in store.all(
-            "SELECT run_id, kind, attrs FROM events WHERE source_path = ? AND kind IN "
-            "('nccl_env', 'nccl_version', 'setting_adjusted', 'attention_backend', "
-            "'capacity', 'load_weight', 'kv_cache', 'graph_capture', 'startup_timings') "
-            "ORDER BY line_no", [key]):
+            "SELECT run_id, kind, attrs FROM logpipe_internal.events WHERE source_id = ? "
+            "AND kind IN ('nccl_env', 'nccl_version', 'setting_adjusted', "
+            "'attention_backend', 'capacity', 'load_weight', 'kv_cache', 'graph_capture', "
+            "'startup_timings') ORDER BY line_no", [sid]):
         events.setdefault(str(run_id), []).append((kind, json.loads(attrs) if attrs else {}))
-    inferred = _dates_inferred(store, key)
+    inferred = _dates_inferred(store, key, [str(r[0]) for r in runs])
     outer = {str(r) for (r,) in store.all(
         "SELECT DISTINCT run_id FROM logpipe_internal.line_prefixes WHERE outer_ts_utc AND "
-        "run_id IN (SELECT run_id FROM runs WHERE source_path = ?)", [key])}
+        "source_id = ?", [sid])}
     clocks: list[tuple[str, int | None, str | None]] = []
     for (run_id, server_args, era_label, old_env, old_fp, old_complete, old_version,
          old_tags, started_at, engine_name) in runs:
@@ -127,16 +130,16 @@ def clock_of(store: Store, run_id: str, env: RunEnv, tz: str | None, at: Any,
     return offset, source
 
 
-def _dates_inferred(store: Store, key: str) -> dict[str, bool]:
-    """Per run of the file: every stamp was printed without a date (``HH:MM:SS``) and no
-    wrapper gave one, so its date is the file's modification date, a guess.  A run without
-    batch lines is dated like the file's other time-only stamps."""
+def _dates_inferred(store: Store, key: str, run_ids: list[str]) -> dict[str, bool]:
+    """Per run of the file (``run_ids``): every stamp was printed without a date
+    (``HH:MM:SS``) and no wrapper gave one, so its date is the file's modification date, a
+    guess.  A run without batch lines is dated like the file's other time-only stamps."""
     per_run = {str(r): bool(n and n == t) for r, n, t in store.all(
-        "SELECT run_id, count(*), count(*) FILTER (WHERE ts_raw IS NOT NULL) FROM batches "
-        "WHERE source_path = ? AND ts IS NOT NULL GROUP BY run_id", [key])}
+        "SELECT run_id, count(*), count(*) FILTER (WHERE ts_raw IS NOT NULL) "
+        "FROM logpipe_internal.batches WHERE source_id = ? AND ts IS NOT NULL "
+        "GROUP BY run_id", [store.source_id(key)])}
     whole = bool(per_run) and all(per_run.values())
-    return {str(r): per_run.get(str(r), whole) for (r,) in store.all(
-        "SELECT run_id FROM runs WHERE source_path = ?", [key])}
+    return {r: per_run.get(r, whole) for r in run_ids}
 
 
 def _engine_version(env: RunEnv, engine_name: str | None) -> Any:

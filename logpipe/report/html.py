@@ -288,7 +288,9 @@ def _timeline(store: Store, runs: list[tuple[str, str]]) -> dict[str, Any]:
 
     traces, shapes = [], []
     for i, (rid, name) in enumerate(runs):
-        df = steady_lines(store, rid).filter(pl.col("kind").is_in(DECODE_KINDS))
+        df = steady_lines(store, rid, columns=("line_no", "ts", "kind", "gen_throughput",
+                                               "state", "reason")
+                          ).filter(pl.col("kind").is_in(DECODE_KINDS))
         if df.height == 0:
             continue
         use_ts = df["ts"].null_count() < df.height

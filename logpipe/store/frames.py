@@ -71,7 +71,10 @@ class FrameRows(SourceRows):
         """Append ``frame`` (plus constant columns) to ``table``; returns rows written."""
         if frame.height == 0:
             return 0
-        frame = self.rows_for(table, frame, constants)
+        return self.insert_rows(table, self.rows_for(table, frame, constants))
+
+    def insert_rows(self, table: str, frame: pl.DataFrame) -> int:
+        """Append rows already shaped by :meth:`rows_for`; returns rows written."""
         cols = frame.columns
         arrow = frame.to_arrow()
         self.con.register("_incoming", arrow)
