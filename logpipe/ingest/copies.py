@@ -83,7 +83,19 @@ def _suspects(store: Store, paths: list[str]) -> list[str]:
     below need every record repeated), so nothing is lost by leaving it out."""
     if not paths:
         return []
-    ids = {store.source_id(p): p for p in paths}
+    # first the runs alone (a small table): only a file whose runs overlap another file's
+    # in time can repeat its lines, and only the files it overlaps are read
+    overlap = store.all(
+        f"SELECT DISTINCT n.source_id, o.source_id FROM {_table('runs')} n "
+        f"JOIN {_table('runs')} o ON o.source_id <> n.source_id "
+        "AND o.started_at <= n.ended_at AND o.ended_at >= n.started_at "
+        "WHERE n.source_id IN (SELECT unnest(?))",
+        [[store.source_id(p) for p in paths]])
+    if not overlap:
+        return []
+    by_id = {store.source_id(p): p for p in paths}
+    ids = {sid: by_id[sid] for sid, _ in overlap}
+    others = sorted({other for _, other in overlap})
     held: dict[int, int] = {}
     unmatched: dict[int, int] = {}
     for table, cols in COMPARED.items():
@@ -91,8 +103,8 @@ def _suspects(store: Store, paths: list[str]) -> list[str]:
         for sid, rows, alone in store.all(
                 f"SELECT n.source_id, count(*), count(*) FILTER (WHERE NOT EXISTS ("
                 f"SELECT 1 FROM {_table(table)} o WHERE {same} AND o.source_id <> n.source_id"
-                f")) FROM {_table(table)} n WHERE n.source_id IN (SELECT unnest(?)) "
-                "GROUP BY 1", [list(ids)]):
+                f" AND o.source_id IN (SELECT unnest($2)))) FROM {_table(table)} n "
+                "WHERE n.source_id IN (SELECT unnest($1)) GROUP BY 1", [list(ids), others]):
             held[sid] = held.get(sid, 0) + int(rows)
             unmatched[sid] = unmatched.get(sid, 0) + int(alone)
     return [p for sid, p in ids.items() if held.get(sid, 0) and not unmatched.get(sid, 0)]
