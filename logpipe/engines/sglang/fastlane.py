@@ -5,10 +5,10 @@
 access lines that make up nearly all of a long log (also behind ``docker logs
 --timestamps`` and behind an outer prefix no known wrapper explains, journald's or a
 compose service's, whose text comes back in ``outer`` for ``line_prefixes``) and returns
-everything else as text for the polars parser.  The contract: for every line it takes, the fast lane produces
-exactly the row the polars parser would (``tests/test_fastlane.py`` parses every sample
-and generated logs both ways and compares the tables); whenever a line has anything
-unusual in it, it leaves the line to the polars parser.
+everything else as text for the polars parser.  The contract: for every line it takes,
+the fast lane produces exactly the row the polars parser would (``tests/test_fastlane.py``
+parses every sample and generated logs both ways and compares the tables); whenever a
+line has anything unusual in it, it leaves the line to the polars parser.
 
 The extension is optional: without a C compiler at install time, :data:`AVAILABLE` is
 false and every line takes the polars path.  ``LOGPIPE_FASTLANE=0`` turns it off.
