@@ -12,6 +12,7 @@ from logpipe.env import RunEnv, Tiers, build_env, load_manifest, log_facts
 from logpipe.errors import InputError
 from logpipe.ingest.base import PARSER_VERSION, EnvOptions
 from logpipe.store import Store
+from logpipe.store.runs import ENV_RUNS_PER_INSERT
 
 
 def environment_key(manifests: list[Path], options: EnvOptions) -> str:
@@ -83,6 +84,11 @@ def attach_env(store: Store, key: str, manifests: list[Path], options: EnvOption
         if version is not None:
             columns["engine_version"] = str(version.value)
         rewritten.append((run_id, env, columns))
+        # a run's environment holds ~1,000 entries: those of a file of 1,500 launches are
+        # over a gigabyte held at once, so they are written a group at a time
+        if len(rewritten) >= ENV_RUNS_PER_INSERT:
+            store.set_run_envs(rewritten)
+            rewritten = []
     store.set_run_clocks(clocks)
     store.set_run_envs(rewritten)
 
