@@ -119,7 +119,7 @@ def _prepared_blocks(fh: BinaryIO, parser: LogParser, ahead: ThreadPoolExecutor
     (at most ``AHEAD + 1`` blocks are in memory)."""
     pending: deque[tuple[bytearray, Future[Any]]] = deque()
     line_no = parser.lines + 1
-    for block in line_blocks(fh, lambda: parser.block_bytes):  # a parser may change it
+    for block in line_blocks(fh, parser.block_bytes):
         pending.append((block, ahead.submit(parser.prepare, block, line_no)))
         line_no += parser.count_lines(block)
         if len(pending) > AHEAD:

@@ -38,12 +38,6 @@ times its size (1 GB steady log, polars parser only: 765 MB peak at 8 MB blocks,
 at 32 MB), and its per-line cost dwarfs the per-block one."""
 
 
-SLOW_SHARE_BYTES = 4 * 1024 * 1024
-"""Text of a block left to the polars parser past which the next blocks are read at
-:data:`POLARS_BLOCK_BYTES` (a file of hundreds of short launches behind docker: 1.8 GB
-peak at 32 MB blocks)."""
-
-
 class SGLangLogParser:
     """SGLang's lines, block by block (:class:`logpipe.engines.parsing.LogParser`)."""
 
@@ -67,14 +61,7 @@ class SGLangLogParser:
         return fastlane.count_lines(block)
 
     def prepare(self, block: bytes | bytearray, first_line_no: int) -> PreparedChunk:
-        prepared = prepare_block(block, first_line_no, self.fallback_date)
-        if (prepared.fast is not None and self.block_bytes > POLARS_BLOCK_BYTES
-                and len(prepared.fast.slow_text) > SLOW_SHARE_BYTES):
-            # most of this log's lines are the polars parser's (startups, request logs,
-            # wrappers the fast lane leaves): its frames are many times a block's slow
-            # text, so the next blocks are read smaller (memory stays flat)
-            self.block_bytes = POLARS_BLOCK_BYTES
-        return prepared
+        return prepare_block(block, first_line_no, self.fallback_date)
 
     def finish(self, prepared: PreparedChunk) -> Chunk:
         chunk = finish_chunk(prepared, self.state, self.keep_text)
