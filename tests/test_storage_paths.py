@@ -53,3 +53,19 @@ def test_held_and_spooled_rows_are_the_same_tables(tmp_path: Path,
     assert a["trace_kernels"] and a["batches"]
     for name in a:
         assert a[name] == b[name], name
+
+
+def test_the_database_memory_bound_is_applied_and_rows_are_the_same(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    logs = tmp_path / "logs"
+    shutil.copytree(SAMPLES / "mission", logs / "mission")
+    free, bounded = tmp_path / "free.duckdb", tmp_path / "bounded.duckdb"
+    ingest_paths([logs], free)
+    monkeypatch.setenv("LOGPIPE_DUCKDB_MEMORY", "300MB")
+    ingest_paths([logs], bounded)
+    from logpipe.store import Store
+
+    with Store.open(bounded) as store:
+        (limit,) = store.one("SELECT current_setting('memory_limit')") or ("",)
+    assert limit == "286.1 MiB"  # 300 MB as DuckDB prints it (unbounded: ~80% of the RAM)
+    assert _tables(free) == _tables(bounded)
