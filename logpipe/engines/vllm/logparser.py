@@ -67,20 +67,30 @@ also events), goes through :meth:`Parser.feed`."""
 
 def plain_access(lines: list[str]) -> pl.DataFrame:
     """The plain access lines of a block: ``idx`` (the line's index) and the row fields
-    the line parser gives them (``client`` with its port, ``status_text`` stripped)."""
+    the line parser gives them (``client`` with its port, ``status_text`` stripped).
+    A line is told by :data:`PLAIN_ACCESS` (a match, no captures) and then cut at its
+    fixed separators: half the time of the regex's captures."""
     text = pl.Series("line", lines, dtype=pl.String)
-    hit = text.str.contains("INFO:", literal=True)
     found = pl.DataFrame({"idx": pl.int_range(0, len(lines), eager=True, dtype=pl.Int64),
-                          "line": text}).filter(hit)
-    parts = found.select("idx", pl.col("line").str.extract_groups(PLAIN_ACCESS).alias("m")
-                         ).unnest("m").filter(pl.col("status").is_not_null())
+                          "line": text}).filter(
+        text.str.contains("INFO:", literal=True)).filter(
+        pl.col("line").str.contains(PLAIN_ACCESS))
+    # 'client:port - "METHOD path HTTP/x" status[ text]' after "INFO:" and its spaces
+    rest = (pl.col("line").str.splitn("INFO:", 2).struct.field("field_1")
+            .str.strip_chars_start(" ").str.splitn(' - "', 2))
+    parts = found.select("idx", rest.struct.field("field_0").alias("client"),
+                         rest.struct.field("field_1").str.splitn('" ', 2).alias("b")
+                         ).unnest("b").select(
+        "idx", "client", pl.col("field_0").str.splitn(" ", 3).alias("request"),
+        pl.col("field_1").alias("st")).unnest("request")
     profiler = (pl.col("method") == "POST") & pl.col("path").is_in(
         ["/start_profile", "/stop_profile"])
-    return parts.filter(~profiler).select(
-        "idx",
-        pl.concat_str([pl.col("client"), pl.lit(":"), pl.col("port")]).alias("client"),
-        "method", "path", "protocol", pl.col("status").cast(pl.Int32),
-        pl.col("text").str.strip_chars().replace("", None).alias("status_text"))
+    return parts.select(
+        "idx", "client", pl.col("field_0").alias("method"), pl.col("field_1").alias("path"),
+        pl.col("field_2").alias("protocol"),
+        pl.col("st").str.slice(0, 3).cast(pl.Int32).alias("status"),
+        pl.col("st").str.slice(4).str.strip_chars().replace("", None).alias("status_text"),
+    ).filter(~profiler)
 
 
 def _stretch_rows(access: pl.DataFrame,
