@@ -114,7 +114,7 @@ def fold_ranges(store: Store, files: list[tuple[str, int]]) -> None:
                     [whole])
     merged = ", ".join(
         _COMBINE.get(c, "least(k.{c}, n.{c})").format(c=c) + f" AS {c}" for c in _RANGE_COLUMNS)
-    paths, afters = [p for p, _ in files], [max(a, -1) for _, a in files]
+    paths, afters = [p for p, _ in files], [a for _, a in files]
     rows = store.all(
         f"SELECT n.run_id, {merged} FROM run_batch_ranges_of(?, ?) n "
         "LEFT JOIN logpipe_internal.run_batch_ranges_cache k USING (run_id)",

@@ -12,7 +12,6 @@ from logpipe.env import RunEnv, Tiers, build_env, load_manifest, log_facts
 from logpipe.errors import InputError
 from logpipe.ingest.base import PARSER_VERSION, EnvOptions
 from logpipe.store import Store
-from logpipe.store.runs import ENV_RUNS_PER_INSERT
 
 
 def environment_key(manifests: list[Path], options: EnvOptions) -> str:
@@ -25,6 +24,10 @@ def environment_key(manifests: list[Path], options: EnvOptions) -> str:
         stat = p.stat()
         parts.append((str(p.resolve()), stat.st_size, stat.st_mtime_ns))
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
+
+
+ENV_RUNS_PER_WRITE = 100
+"""Runs whose environments are written together (a run's holds ~1,000 entries)."""
 
 
 def attach_env(store: Store, key: str, manifests: list[Path], options: EnvOptions) -> None:
@@ -86,7 +89,7 @@ def attach_env(store: Store, key: str, manifests: list[Path], options: EnvOption
         rewritten.append((run_id, env, columns))
         # a run's environment holds ~1,000 entries: those of a file of 1,500 launches are
         # over a gigabyte held at once, so they are written a group at a time
-        if len(rewritten) >= ENV_RUNS_PER_INSERT:
+        if len(rewritten) >= ENV_RUNS_PER_WRITE:
             store.set_run_envs(rewritten)
             rewritten = []
     store.set_run_clocks(clocks)

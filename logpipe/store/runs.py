@@ -14,10 +14,6 @@ if TYPE_CHECKING:
     from logpipe.env import RunEnv
 
 
-
-ENV_RUNS_PER_INSERT = 100
-"""Runs whose ``run_env`` rows are built and inserted together."""
-
 class RunRows(FrameRows):
     """Reading and writing the rows of ``runs`` and ``run_env``."""
 
@@ -122,26 +118,23 @@ class RunRows(FrameRows):
         holds other columns of the run to set with it."""
         if not envs:
             return
+        rows: list[tuple[Any, ...]] = []
         self.update_runs([(run_id, {"env": env.to_json(), "env_fingerprint": env.fingerprint(),
                                     **columns}) for run_id, env, columns in envs])
+        for run_id, env, _ in envs:
+            rows += [
+                (run_id, k, e.value if isinstance(e.value, str)
+                 else json.dumps(e.value, default=str), e.tier, e.source, e.conflict)
+                for k, e in sorted(env.entries.items())]
         # one statement each, not one per key: DuckDB's inserts are per call
         self.con.execute("DELETE FROM run_env WHERE run_id IN (SELECT unnest(?))",
                          [[run_id for run_id, _, _ in envs]])
-        import polars as pl
+        if rows:
+            import polars as pl
 
-        # a group of runs at a time: a file of 1,500 launches is ~1.7 M entries (over a
-        # gigabyte as Python rows at once)
-        for at in range(0, len(envs), ENV_RUNS_PER_INSERT):
-            rows: list[tuple[Any, ...]] = []
-            for run_id, env, _ in envs[at:at + ENV_RUNS_PER_INSERT]:
-                rows += [
-                    (run_id, k, e.value if isinstance(e.value, str)
-                     else json.dumps(e.value, default=str), e.tier, e.source, e.conflict)
-                    for k, e in sorted(env.entries.items())]
-            if rows:
-                self.insert("run_env", pl.DataFrame(
-                    rows, schema=["run_id", "key", "value", "tier", "source", "conflict"],
-                    orient="row"))
+            self.insert("run_env", pl.DataFrame(
+                rows, schema=["run_id", "key", "value", "tier", "source", "conflict"],
+                orient="row"))
 
     def link(self, table: str, source_path: str, run_id: str | None, method: str | None
              ) -> None:

@@ -170,9 +170,7 @@ class VLLMLogParser:
             pos = stop
         for text in lines[pos:]:
             feed(self.state.lines + 1, text)
-        if stretches:
-            self.parser.out.http_frames.append(_stretch_rows(access, stretches))
-        return self._take()
+        return self._take(_stretch_rows(access, stretches) if stretches else None)
 
     def end(self) -> Chunk | None:
         self.parser.finish()
@@ -192,7 +190,9 @@ class VLLMLogParser:
     def quotation(self, path: Path, rows: Mapping[str, int], noise: int) -> str | None:
         return None
 
-    def _take(self) -> Chunk:
+    def _take(self, access: pl.DataFrame | None = None) -> Chunk:
+        """The rows parsed since the last call, with ``access``: rows of stretches of
+        plain access lines."""
         out = self.parser.take()
         tables: dict[str, pl.DataFrame] = {}
         for table, rows in (("vllm_stats", out.stats), ("vllm_spec_metrics", out.spec),
@@ -201,10 +201,9 @@ class VLLMLogParser:
             if rows:
                 tables[table] = pl.DataFrame([{k: r.get(k) for k in SCHEMAS[table]}
                                               for r in rows], schema=SCHEMAS[table])
-        if out.http_frames:
-            tables["http_requests"] = pl.concat(
-                [*(t for t in [tables.get("http_requests")] if t is not None),
-                 *out.http_frames]).sort("line_no")
+        if access is not None:
+            tables["http_requests"] = (pl.concat([tables["http_requests"], access])
+                                       if "http_requests" in tables else access)
         runs = [RunSeen(seq, info["first_line"], info["first_ts"], info["last_ts"],
                         era=_era(info), facts=_launch_facts(info))
                 for seq, info in sorted(out.runs.items())]

@@ -21,8 +21,6 @@ from dataclasses import asdict, dataclass, field
 from datetime import date, datetime
 from typing import Any
 
-import polars as pl
-
 # -------------------------------------------------------------------------- the prefix
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m|(?<![\w\]])\[(?:\d+;)*\d+m")
@@ -163,8 +161,6 @@ class Parsed:
     spec: list[dict[str, Any]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
     http: list[dict[str, Any]] = field(default_factory=list)
-    http_frames: list[pl.DataFrame] = field(default_factory=list)
-    """Access rows read a stretch at a time (``logparser.plain_access``)."""
     rejects: list[dict[str, Any]] = field(default_factory=list)
     runs: dict[int, dict[str, Any]] = field(default_factory=dict)
     """run_seq -> what the lines say of that launch (first line and stamp, last stamp,
