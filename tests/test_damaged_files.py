@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 
 from logpipe import interrupts
 from logpipe.cli import app
-from logpipe.ingest import IngestInterrupted, ingest_files, ingest_paths, walk
+from logpipe.ingest import IngestInterrupted, group, ingest_files, ingest_paths, walk
 from logpipe.ingest.base import EnvOptions
 from logpipe.store import Store
 from tests.conftest import ROOT, SAMPLES, query
@@ -94,9 +94,15 @@ def test_doctor_says_what_is_wrong_with_a_damaged_file(tmp_path: Path) -> None:
     assert "internal error" not in result.output
 
 
-def test_an_interrupt_reports_what_was_committed(tmp_path: Path) -> None:
+@pytest.mark.parametrize("grouped", [False, True])
+def test_an_interrupt_reports_what_was_committed(tmp_path: Path, grouped: bool,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """Ctrl-C while the second file is read: the first is committed and said so, the
-    second rolled back (one transaction per file), and a second ingest reads the rest."""
+    second rolled back (one transaction per file), and a second ingest reads the rest.
+    Small files written as one group are one transaction: the stop rolls back the group,
+    and the report says that none of it was committed."""
+    if not grouped:
+        monkeypatch.setattr(group, "GROUP_FILES", 1)
     folder = _folder(tmp_path, ".gz", 1.0)
     db = tmp_path / "db.duckdb"
     seen = []
@@ -111,11 +117,15 @@ def test_an_interrupt_reports_what_was_committed(tmp_path: Path) -> None:
         ingest_files(files, db, EnvOptions(), progress=progress)
     result = stop.value.result
     assert stop.value.exit_code == 130
+    committed = query(db, "SELECT DISTINCT source_path FROM batches")
+    again = ingest_paths([folder], db)
+    if grouped:
+        assert result.files == [] and len(result.pending) == 2 and committed == []
+        assert sorted(f.status for f in again.files) == ["new", "new"]
+        return
     assert len(result.files) == 1 and result.files[0].status == "new"
     assert len(result.pending) == 1
-    committed = query(db, "SELECT DISTINCT source_path FROM batches")
     assert committed == [(result.files[0].path,)]
-    again = ingest_paths([folder], db)
     assert sorted(f.status for f in again.files) == ["new", "unchanged"]
 
 
@@ -127,6 +137,7 @@ def test_a_stop_that_meets_a_commit_still_counts_that_file(
     committed file counted as pending)."""
     if threading.current_thread() is not threading.main_thread():
         pytest.skip("signal handlers are installed from the main thread only")
+    monkeypatch.setattr(group, "GROUP_FILES", 1)  # a transaction per file
     folder = _folder(tmp_path, ".gz", 1.0)
     db = tmp_path / "db.duckdb"
     real = Store.transaction

@@ -10,7 +10,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from logpipe.ingest import ingest_paths
+import logpipe.ingest as ingest_module
+from logpipe.ingest import ahead, group, ingest_paths, logfile
 from logpipe.store import spool
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_logs"
@@ -69,3 +70,96 @@ def test_the_database_memory_bound_is_applied_and_rows_are_the_same(
         (limit,) = store.one("SELECT current_setting('memory_limit')") or ("",)
     assert limit == "286.1 MiB"  # 300 MB as DuckDB prints it (unbounded: ~80% of the RAM)
     assert _tables(free) == _tables(bounded)
+
+
+def _messy_folder(root: Path, parts: tuple[str, ...] = (
+        "eras", "wrappers", "restarts", "damaged", "unpaired", "mission", "real-vllm-cpu")
+                  ) -> Path:
+    """Small logs of every era, wrapper and engine beside benchmarks, notes, a damaged
+    log, an archive, a copy of a log and a file that is no log: what a fleet's folder holds."""
+    logs = root / "logs"
+    for part in parts:
+        shutil.copytree(SAMPLES / part, logs / part)
+    shutil.copy(SAMPLES / "eras" / "v0.5.23.log", logs / "copy-of-v0.5.23.log")
+    (logs / "notes.md").write_text(
+        "# what we tried\n\nThe decode line read\n\n```\n"
+        + (SAMPLES / "eras" / "v0.5.23.log").read_text().splitlines()[-1] + "\n```\n")
+    (logs / "todo.txt").write_text("nothing to see here\n")
+    import gzip
+
+    (logs / "old.log.gz").write_bytes(gzip.compress((SAMPLES / "eras" / "v0.5.1.log")
+                                                    .read_bytes()))
+    return logs
+
+
+def _serial(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every file read by the ingest itself and written in its own transaction."""
+    monkeypatch.setattr(ahead, "AHEAD_FILES", 0)
+    monkeypatch.setattr(group, "GROUP_FILES", 1)
+
+
+def test_parallel_and_serial_ingest_are_the_same_tables(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch):
+    """Small files parsed ahead on the second core and written in groups give, byte for
+    byte, the public tables of files read and written one by one."""
+    logs = _messy_folder(tmp_path)
+    parallel, serial = tmp_path / "parallel.duckdb", tmp_path / "serial.duckdb"
+    looked: list[Path] = []
+    real_parse = logfile.parse_whole
+
+    def parse_whole(path: Path, *args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        looked.append(path)
+        return real_parse(path, *args, **kwargs)
+
+    with monkeypatch.context() as m:
+        m.setattr(logfile, "parse_whole", parse_whole)
+        first = ingest_paths([logs], parallel)
+    assert len(looked) > 20  # not vacuous: files were parsed ahead
+    _serial(monkeypatch)
+    second = ingest_paths([logs], serial)
+    assert sorted((f.path, f.status) for f in first.files) == sorted(
+        (f.path, f.status) for f in second.files)
+    assert {f.status for f in first.files} >= {"new", "duplicate", "skipped"}
+    a, b = _tables(parallel), _tables(serial)
+    assert a.keys() == b.keys()
+    assert a["batches"] and a["runs"] and a["rejects"]
+    for name in a:
+        assert a[name] == b[name], name
+
+
+def test_a_file_that_fails_in_a_group_fails_alone(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch):
+    """One file of a group fails while it is written: the group is rolled back and its
+    files read again one by one, so that only that file fails and the others' rows are
+    those of a serial ingest without it."""
+    logs = _messy_folder(tmp_path, ("eras", "wrappers"))
+    bad = (logs / "eras" / "v0.4.7.log").resolve()
+    real_record = logfile.record_log_source
+
+    def record_log_source(store, key, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        if key == str(bad):
+            raise RuntimeError("disk full")
+        return real_record(store, key, *args, **kwargs)
+
+    monkeypatch.setattr(logfile, "record_log_source", record_log_source)
+    grouped = tmp_path / "grouped.duckdb"
+    calls: list[int] = []
+    real_group = ingest_module._ingest_group
+
+    def ingest_group(store, members, *args):  # noqa: ANN001, ANN002, ANN202
+        calls.append(len(members))
+        return real_group(store, members, *args)
+
+    with monkeypatch.context() as m:
+        m.setattr(ingest_module, "_ingest_group", ingest_group)
+        result = ingest_paths([logs], grouped)
+    assert calls and max(calls) > 10  # the bad file was read in a group
+    failed = [f for f in result.files if f.status == "failed"]
+    assert [f.path for f in failed] == [str(bad)] and "disk full" in (failed[0].detail or "")
+    _serial(monkeypatch)
+    bad.unlink()
+    serial = tmp_path / "serial.duckdb"
+    ingest_paths([logs], serial)
+    a, b = _tables(grouped), _tables(serial)
+    for name in a:
+        assert a[name] == b[name], name

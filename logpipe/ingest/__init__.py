@@ -32,24 +32,27 @@ A line still being written (no final newline) is left for the next ingest.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import nullcontext
+from functools import partial
 from pathlib import Path
 
 import duckdb
 
 from logpipe import clock, interrupts, summaries
-from logpipe.engines import engine_for_kind, engines
+from logpipe.engines import engine_for_kind
 from logpipe.env import Tiers, discover
 from logpipe.errors import LogpipeError
+from logpipe.ingest.ahead import Ahead, ParseAhead, detect_file
 from logpipe.ingest.base import PARSER_VERSION, EnvOptions, FileResult, IngestResult, Progress
 from logpipe.ingest.changes import same_stat
 from logpipe.ingest.copies import take_back_copies
 from logpipe.ingest.environment import attach_env, environment_key
+from logpipe.ingest.group import Shared, groups
 from logpipe.ingest.linking import link_records, mark_duplicate_benchmarks
 from logpipe.ingest.walk import run_base_name, walk
-from logpipe.readers import read_head, take_damage
-from logpipe.sources import HEAD_BYTES, bench, deep_window, detect, load
+from logpipe.readers import take_damage
+from logpipe.sources import load
 from logpipe.store import Store, run_tables
 from logpipe.traces import apply_trace_env
 
@@ -121,20 +124,40 @@ def ingest_files(files: list[tuple[Path, Path]], db: Store | Path, options: EnvO
             if not result.files or result.files[-1] is not res:
                 result.files.append(res)
 
-        for path, root in files:
-            try:
-                if interrupts.requested():
-                    raise KeyboardInterrupt
-                record(_ingest_file(store, path, root, options, progress, record))
-                store.yield_to_readers()  # a reader waiting sees the files committed so far
-            except KeyboardInterrupt:
-                # the file being read was rolled back (one transaction per file); the ones
-                # before it are committed, and so is one whose commit the stop met (the
-                # commit records it with signals held)
-                result.interrupted = True
-                result.pending = [str(p) for p, _ in files[len(result.files):]]
-                result.seconds = time.perf_counter() - started
-                raise IngestInterrupted(result) from None
+        keys = [p.resolve() for p, _ in files]
+        ahead = ParseAhead(keys, *store.known_files(), options.keep_request_text)
+        found: dict[int, Ahead | None] = {}
+
+        def look(i: int) -> Ahead | None:  # taken as its turn comes (and kept for a redo)
+            if i not in found:
+                found[i] = ahead.take(i)
+            return found[i]
+
+        try:
+            for group in groups(files):
+                try:
+                    if interrupts.requested():
+                        raise KeyboardInterrupt
+                    found.clear()  # (what was found of the last group's files)
+                    members = [(*files[i], partial(look, i)) for i in group]
+                    if len(members) == 1 or not _ingest_group(store, members, options,
+                                                              progress, record):
+                        for path, root, a in members:  # (a group that failed: one by one)
+                            if interrupts.requested():
+                                raise KeyboardInterrupt
+                            record(_ingest_file(store, path, root, options, progress, record,
+                                                a()))
+                    store.yield_to_readers()  # a reader waiting sees the files so far
+                except KeyboardInterrupt:
+                    # the file or group being read was rolled back (one transaction each);
+                    # the ones before it are committed, and so is one whose commit the
+                    # stop met (the commit records it with signals held)
+                    result.interrupted = True
+                    result.pending = [str(p) for p, _ in files[len(result.files):]]
+                    result.seconds = time.perf_counter() - started
+                    raise IngestInterrupted(result) from None
+        finally:
+            ahead.close()
         try:
             with store.transaction():
                 result.copies = take_back_copies(
@@ -170,13 +193,50 @@ def ingest_files(files: list[tuple[Path, Path]], db: Store | Path, options: EnvO
     return result
 
 
+def _ingest_group(store: Store,
+                  members: Sequence[tuple[Path, Path, Callable[[], Ahead | None]]],
+                  options: EnvOptions, progress: Progress | None,
+                  record: Callable[[FileResult], None]) -> bool:
+    """Small files in one transaction, their rows inserted together at its end.  False
+    when one of them failed: the whole group was rolled back (nothing of it written), and
+    the caller reads each file alone, so that the one that fails fails alone."""
+    results: list[FileResult] = []
+    shared = Shared(store)
+
+    def committed() -> None:
+        for r in results:
+            record(r)
+
+    try:
+        with store.transaction(on_commit=committed):
+            done = []
+            for path, root, look in members:
+                if interrupts.requested():
+                    raise KeyboardInterrupt
+                done.append(_ingest_file(store, path, root, options, progress, record,
+                                         look(), shared))
+            shared.finish()
+            results.extend(done)
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # noqa: BLE001 - read again one by one, where it fails alone
+        if _is_interrupt(exc):
+            raise KeyboardInterrupt from None
+        return False
+    finally:
+        shared.close()
+    return True
+
+
 def _ingest_file(store: Store, path: Path, root: Path, options: EnvOptions,
-                 progress: Progress | None,
-                 record: Callable[[FileResult], None]) -> FileResult:
-    """The result of one file; ``record`` is called with it as its transaction commits."""
+                 progress: Progress | None, record: Callable[[FileResult], None],
+                 ahead: Ahead | None = None, shared: Shared | None = None) -> FileResult:
+    """The result of one file; ``record`` is called with it as its transaction commits
+    (``shared``: the group's transaction, whose commit records it).  ``ahead``: what was
+    found of it ahead of time (:mod:`logpipe.ingest.ahead`)."""
     key = str(path.resolve())
     take_damage(path)  # what an earlier reading of this path met is not this one's
-    res = _ingest_one(store, path, key, root, options, progress, record)
+    res = _ingest_one(store, path, key, root, options, progress, record, ahead, shared)
     damage = take_damage(path)
     if damage is not None:
         res.damaged = damage
@@ -184,25 +244,17 @@ def _ingest_file(store: Store, path: Path, root: Path, options: EnvOptions,
 
 
 def _ingest_one(store: Store, path: Path, key: str, root: Path, options: EnvOptions,
-                progress: Progress | None,
-                record: Callable[[FileResult], None]) -> FileResult:
-    try:
-        head = read_head(path, HEAD_BYTES)
-    except OSError as exc:
-        return FileResult(key, "failed", detail=f"cannot read: {exc}")
-    text_head = head.decode("utf-8", errors="replace")
-    source = detect(text_head)
-    if source is None:
-        # a log behind a long preamble (pip output, an environment dump, one config line
-        # longer than the head): look for a record marker further on, bounded
-        found = deep_window(path)
-        if found is not None:
-            source = detect(found[1])
-    if source is not None and source.name == bench.CONSOLE.name:
-        # a run script that sent the server's output and bench_serving's summary to one
-        # file: read it as the server log it is; the summaries come with it
-        source = next((k for e in engines() for k in e.log_kinds
-                       if (k.serves or k.sniff)(text_head)), source)
+                progress: Progress | None, record: Callable[[FileResult], None],
+                ahead: Ahead | None, shared: Shared | None) -> FileResult:
+    """One file in its own transaction, or (``shared``) in its group's: then a failure
+    is raised, for the group to be rolled back and its files read again one by one."""
+    if ahead is not None:
+        head, source = ahead.head, ahead.source
+    else:
+        try:
+            head, source = detect_file(path)
+        except OSError as exc:
+            return FileResult(key, "failed", detail=f"cannot read: {exc}")
     if source is None:
         if progress:
             progress(path.stat().st_size)
@@ -215,7 +267,7 @@ def _ingest_one(store: Store, path: Path, key: str, root: Path, options: EnvOpti
             record(res)
 
     try:
-        with store.transaction(on_commit=committed):
+        with store.transaction(on_commit=committed) if shared is None else nullcontext():
             if engine is not None:
                 known = store.source(key)
                 if same_stat(known, path.stat()):  # not re-read: the parser is not imported
@@ -224,14 +276,22 @@ def _ingest_one(store: Store, path: Path, key: str, root: Path, options: EnvOpti
                     from logpipe.ingest.logfile import read_log
 
                     res = read_log(store, path, key, source.name, head, engine, progress,
-                                   options.keep_request_text, options.replace)
+                                   options.keep_request_text, options.replace,
+                                   ahead.parsed if ahead is not None else None,  # type: ignore[arg-type]
+                                   shared)
                     known = store.source(key) if res.status == "unchanged" else None
                 if res.status not in ("duplicate", "changed"):
                     manifests = discover(path, root)
                     env_key = environment_key(manifests, options)
                     if known is None or known.get("env_key") != env_key:
-                        attach_env(store, key, manifests, options)
-                        store.set_env_key(key, env_key)
+                        def environment() -> None:
+                            attach_env(store, key, manifests, options)
+                            store.set_env_key(key, env_key)
+
+                        if shared is None:
+                            environment()
+                        else:  # it reads the file's rows: once they are in their tables
+                            shared.at_end.append(environment)
             elif source.reader is not None:
                 res = load(source.reader)(store, path, key, options)
                 if progress:
@@ -246,10 +306,14 @@ def _ingest_one(store: Store, path: Path, key: str, root: Path, options: EnvOpti
                 res = FileResult(key, "skipped", kind=source.name,
                                  detail=f"no reader for kind {source.name}")
     except LogpipeError as exc:
+        if shared is not None:
+            raise
         return FileResult(key, "failed", kind=source.name, detail=str(exc))
     except Exception as exc:  # noqa: BLE001 - any failure of one file must not stop the rest
         if _is_interrupt(exc):  # Ctrl-C inside a query: the file was rolled back
             raise KeyboardInterrupt from None
+        if shared is not None:
+            raise
         return FileResult(key, "failed", kind=source.name,
                           detail=f"{type(exc).__name__}: {exc}")
     return res

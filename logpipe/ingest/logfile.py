@@ -11,9 +11,13 @@ happens in the caller's transaction."""
 from __future__ import annotations
 
 import hashlib
+import io
+import os
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import nullcontext
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -22,8 +26,10 @@ import polars as pl
 
 from logpipe.engines import Engine
 from logpipe.engines.parsing import Chunk, Era, LogParser, RunSeen
+from logpipe.ingest.ahead import head_sha, stat_key
 from logpipe.ingest.base import IN_LOG, PARSER_VERSION, FileResult, Progress
-from logpipe.ingest.changes import HEAD_HASH_BYTES, TAIL_HASH_BYTES, decide, record_log_source
+from logpipe.ingest.changes import TAIL_HASH_BYTES, decide, record_log_source
+from logpipe.ingest.group import Shared
 from logpipe.ingest.walk import unique_run_name
 from logpipe.readers import line_blocks, lines_at, open_binary, skip_to
 from logpipe.sources import bench, load
@@ -33,25 +39,62 @@ AHEAD = 2
 """Blocks prepared ahead of the one being finished (one per core of a small machine)."""
 
 
+@dataclass
+class Parsed:
+    """A whole file parsed from its first line, ahead of its writing
+    (:mod:`logpipe.ingest.ahead`)."""
+
+    stat: tuple[int, int, int]
+    """Size, mtime and inode of the file parsed."""
+    parser: LogParser
+    """The parser, with the state it ended in."""
+    blocks: list[tuple[bytearray, int, Chunk]]
+    """Each block, its first line's number and its rows."""
+    last: Chunk | None
+    """What :meth:`LogParser.end` gave."""
+
+
+def parse_whole(path: Path, stat: os.stat_result, engine: Engine,
+                keep_text: bool) -> Parsed:
+    """Parse all of a (small) file as :func:`read_log` parses a new one, without a store."""
+    parser = _new_parser(engine, None, stat, keep_text)
+    with open_binary(path) as fh:
+        blocks = list(_chunks(fh, parser, None))
+    return Parsed(stat_key(stat), parser, blocks, parser.end())
+
+
+def _new_parser(engine: Engine, state_json: str | None, stat: os.stat_result,
+                keep_text: bool) -> LogParser:
+    fallback_date = datetime.fromtimestamp(stat.st_mtime).date().isoformat()
+    parser: LogParser = load(engine.log_parser)(state_json, fallback_date, keep_text)
+    return parser
+
+
 def read_log(store: Store, path: Path, key: str, kind: str, head: bytes, engine: Engine,
              progress: Progress | None, keep_text: bool = False,
-             replace: bool = False) -> FileResult:
+             replace: bool = False, parsed: Parsed | None = None,
+             shared: Shared | None = None) -> FileResult:
     """Read what is new in one server log of ``engine`` (the caller's transaction); the
-    caller has seen that its size, mtime or inode is not what its ``sources`` row says."""
+    caller has seen that its size, mtime or inode is not what its ``sources`` row says.
+    ``parsed``: the file as parsed ahead, used when it is read from its start and is still
+    the file parsed.  ``shared``: the file is one of a group written in one transaction;
+    its rows are held with the group's (until ``shared.load()``)."""
     stat = path.stat()
-    head_sha = hashlib.sha256(head[:HEAD_HASH_BYTES]).hexdigest()
-    status, existing, detail = decide(store, path, key, stat, head_sha, replace)
+    head_hash = head_sha(head)
+    status, existing, detail = decide(store, path, key, stat, head_hash, replace)
     if status in ("duplicate", "changed"):
         return FileResult(key, status, kind=kind, detail=detail)
+    if parsed is not None and (existing is not None or parsed.stat != stat_key(stat)):
+        parsed = None
 
     hasher = hashlib.sha256()
     previous_sha: str | None = None
     offset = 0
     state_json = existing["state"] if existing is not None else None
     generations = int(existing.get("generations") or 0) if existing else 0
-    fallback_date = datetime.fromtimestamp(stat.st_mtime).date().isoformat()
-    parser: LogParser = load(engine.log_parser)(state_json, fallback_date, keep_text)
-    fh = open_binary(path)
+    parser = (parsed.parser if parsed is not None
+              else _new_parser(engine, state_json, stat, keep_text))
+    fh = open_binary(path) if parsed is None else io.BytesIO()
     try:
         if existing is not None:
             if status == "truncated":  # the new content continues the old line numbers
@@ -61,37 +104,41 @@ def read_log(store: Store, path: Path, key: str, kind: str, head: bytes, engine:
                 previous_sha = existing["sha256"]
                 skip_to(fh, path, offset)
         res = FileResult(key, status, kind=kind)
-        runs = RunBook(store, path, key, engine.name, parser)
+        runs = RunBook(store, path, key, engine.name, parser,
+                       shared.taken if shared is not None else None)
         rejected = int(existing["rejected"] or 0) if existing else 0
         noise = int(existing["noise_lines"] or 0) if existing else 0
-        lines_before = parser.lines
+        lines_before = 0 if parsed is not None else parser.lines
         tail: bytes | bytearray = b""
         if progress and offset:
             progress(min(offset, stat.st_size))
         consoles = ConsoleSummaries()
-        with Spool(store) as spool, ThreadPoolExecutor(max_workers=AHEAD) as ahead, \
+        with (Spool(store) if shared is None else nullcontext(shared.spool)) as spool, \
+                ThreadPoolExecutor(max_workers=AHEAD) as ahead, \
                 ThreadPoolExecutor(max_workers=1) as hashing:
-            for block, prepared in _prepared_blocks(fh, parser, ahead):
-                first_line_no = parser.lines + 1
+            for block, first_line_no, chunk in (
+                    _chunks(fh, parser, ahead) if parsed is None else parsed.blocks):
                 hashing.submit(hasher.update, block)  # in order, off the main thread
                 tail = (block[-TAIL_HASH_BYTES:] if len(block) >= TAIL_HASH_BYTES
                         else (tail + block)[-TAIL_HASH_BYTES:])
                 offset += len(block)
-                chunk = parser.finish(prepared.result())
                 consoles.feed(block, first_line_no, search=chunk.may_hold_console)
                 rejected, noise = _write(store, key, chunk, parser, runs, res, spool,
-                                         rejected, noise)
+                                         rejected, noise, shared is not None)
                 if progress:
                     progress(len(block))
-            last = parser.end()
+            last = parser.end() if parsed is None else parsed.last
             if last is not None:
                 rejected, noise = _write(store, key, last, parser, runs, res, spool,
-                                         rejected, noise)
+                                         rejected, noise, shared is not None)
             runs.flush()
-            spool.load()
+            if shared is None:
+                spool.load()
         if existing is None and runs.created:
             reason = parser.quotation(path, res.rows, noise)
             if reason is not None:
+                if shared is not None:
+                    shared.load()  # the rows of the runs taken back are in their tables
                 rejected += _unmake_quoted_runs(store, path, key, runs, res, reason)
         n = consoles.write(store, key)
         if n:
@@ -112,27 +159,39 @@ def read_log(store: Store, path: Path, key: str, kind: str, head: bytes, engine:
     return res
 
 
-def _prepared_blocks(fh: BinaryIO, parser: LogParser, ahead: ThreadPoolExecutor
-                     ) -> Iterator[tuple[bytearray, Future[Any]]]:
-    """Blocks of complete lines, each with its state-free parse already started on
-    ``ahead``: the next blocks are prepared while the caller finishes and writes this one
-    (at most ``AHEAD + 1`` blocks are in memory)."""
+def _chunks(fh: BinaryIO, parser: LogParser, ahead: ThreadPoolExecutor | None
+            ) -> Iterator[tuple[bytearray, int, Chunk]]:
+    """Blocks of complete lines, each with its first line's number and its rows (parsed
+    in order: ``parser`` follows the file).  With ``ahead``, each block's state-free parse
+    is started on it: the next blocks are prepared while the caller writes this one (at
+    most ``AHEAD + 1`` blocks are in memory)."""
     pending: deque[tuple[bytearray, Future[Any]]] = deque()
     line_no = parser.lines + 1
+
+    def finished(block: bytearray, prepared: Future[Any]) -> tuple[bytearray, int, Chunk]:
+        first_line_no = parser.lines + 1
+        return block, first_line_no, parser.finish(prepared.result())
+
     for block in line_blocks(fh, parser.block_bytes):
+        if ahead is None:
+            first_line_no = parser.lines + 1
+            yield block, first_line_no, parser.finish(parser.prepare(block, line_no))
+            line_no += parser.count_lines(block)
+            continue
         pending.append((block, ahead.submit(parser.prepare, block, line_no)))
         line_no += parser.count_lines(block)
         if len(pending) > AHEAD:
-            yield pending.popleft()
+            yield finished(*pending.popleft())
     while pending:
-        yield pending.popleft()
+        yield finished(*pending.popleft())
 
 
 def _write(store: Store, key: str, chunk: Chunk, parser: LogParser, runs: RunBook,
-           res: FileResult, spool: Spool, rejected: int, noise: int) -> tuple[int, int]:
-    """Write one block's rows: the bulky ones to ``spool`` (loaded once at the end of the
-    file), the few others straight into their tables.  Returns the file's rejected and
-    noise lines so far."""
+           res: FileResult, spool: Spool, rejected: int, noise: int,
+           hold_all: bool = False) -> tuple[int, int]:
+    """Write one block's rows: the bulky ones (all with ``hold_all``) to ``spool`` (loaded
+    once at the end of the file, or of its group), the few others straight into their
+    tables.  Returns the file's rejected and noise lines so far."""
     for seen in chunk.runs:
         runs.observe(seen)
     mapping = runs.ids()
@@ -153,12 +212,14 @@ def _write(store: Store, key: str, chunk: Chunk, parser: LogParser, runs: RunBoo
         frame = with_run(frame)
         if table in parser.linked:
             frame = frame.with_columns(pl.lit(IN_LOG).alias("link_method"))
-        n = (spool.add if table in parser.spooled else store.insert)(
+        n = (spool.add if hold_all or table in parser.spooled else store.insert)(
             table, frame, source_path=key)
         res.rows[table] = res.rows.get(table, 0) + n
         if table == "rejects":
             rejected += n
     if chunk.continuation:  # a traceback's lines after its first, cut by the block
+        if hold_all:
+            spool.load(["events"])  # (the event it continues is in its table)
         store.append_to_last_error(key, chunk.continuation)
     res.unread += chunk.unread
     return rejected, noise + chunk.noise
@@ -250,8 +311,12 @@ class RunBook:
     run per block cost ~1 s per GB)."""
 
     def __init__(self, store: Store, path: Path, key: str, engine: str,
-                 parser: LogParser) -> None:
+                 parser: LogParser, taken: Callable[[], set[str]] | None = None) -> None:
         self.store = store
+        self._shared_taken = taken
+        """The names in the database, as the group of files in this transaction keeps
+        them (None: read here when a run is first made)."""
+        self._names: list[str] = []
         self.path = path
         self.key = key
         self.engine = engine
@@ -274,14 +339,20 @@ class RunBook:
         return dict(self._ids)
 
     def forget(self) -> None:
-        """The runs made so far were taken back (a quotation)."""
+        """The runs made so far were taken back (a quotation): their names are free."""
         self._ids.clear()
         self.created = 0
+        if self._taken is not None:
+            self._taken.difference_update(self._names)
+        self._names.clear()
 
     def _new_name(self, seq: int) -> str:
         if self._taken is None:  # every name in the database, once (not a query a run)
-            self._taken = {str(n) for (n,) in self.store.all("SELECT name FROM runs")}
-        return unique_run_name(self.path, seq, self._taken)
+            self._taken = (self._shared_taken() if self._shared_taken is not None else
+                           {str(n) for (n,) in self.store.all("SELECT name FROM runs")})
+        name = unique_run_name(self.path, seq, self._taken)
+        self._names.append(name)
+        return name
 
     def observe(self, seen: RunSeen) -> None:
         seq = seen.seq

@@ -44,6 +44,17 @@ class SourceRows(Connection):
             return None
         return dict(zip([d[0] for d in cur.description], rows[0], strict=True))
 
+    def known_files(self) -> tuple[set[str], set[str]]:
+        """The path of every file the store has a row for, and the head hash of every file
+        and ended generation it read."""
+        paths, heads = set(), set()
+        for path, head in self.all("SELECT path, head_sha256 FROM sources"):
+            paths.add(str(path))
+            heads.add(str(head))
+        heads.update(str(h) for (h,) in self.all(
+            f"SELECT head_sha256 FROM {INTERNAL}.source_generations"))
+        return paths, heads
+
     def sources_with_head(self, head_sha256: str) -> list[dict[str, Any]]:
         cur = self.con.execute("SELECT * FROM sources WHERE head_sha256 = ?", [head_sha256])
         names = [d[0] for d in cur.description]

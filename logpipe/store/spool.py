@@ -102,6 +102,8 @@ class Spool:
         (5.3 M batch rows: 7.5 s ordered, 5.2 s not)."""
         if self.parts:  # rows on disk already: the held ones join them there
             self._spill()
+        elif not self.held:
+            return  # (nothing: polars is not imported for it)
         else:
             import polars as pl
 

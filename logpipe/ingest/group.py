@@ -1,0 +1,80 @@
+"""Small files written in groups: one transaction, their rows inserted together.
+
+A folder of small logs pays per file what a large log pays per block: a transaction, an
+insert per table, the environment's queries.  The ingest writes consecutive small files as
+one group (:func:`groups`): one transaction whose files share a :class:`Shared` (their rows
+held until the group's end, then one insert per table).  The guarantee stays the file's:
+when one file of a group fails, the group is rolled back and its files are read again
+one by one, each in its own transaction, so that the damaged file fails alone and the
+others are written as they would have been.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from logpipe.ingest.ahead import AHEAD_BYTES
+from logpipe.store import Spool, Store
+
+GROUP_FILES = 100
+"""Small files written in one transaction (their rows inserted together, a statement per
+table rather than per table per file)."""
+GROUP_BYTES = 8 * 1024 * 1024
+"""Bytes of the files of one group at most; a file larger than :data:`AHEAD_BYTES` is
+written alone."""
+
+
+def groups(files: list[tuple[Path, Path]]) -> Iterator[list[int]]:
+    """Indexes of ``files`` in order, a group of small ones at a time."""
+    group: list[int] = []
+    size = 0
+    for i, (path, _) in enumerate(files):
+        try:
+            n = path.stat().st_size
+        except OSError:
+            n = 0  # (it fails alone, as it did)
+        if n > AHEAD_BYTES or len(group) >= GROUP_FILES or size + n > GROUP_BYTES:
+            if group:
+                yield group
+            group, size = [], 0
+        group.append(i)
+        size += n
+        if n > AHEAD_BYTES:
+            yield group
+            group, size = [], 0
+    if group:
+        yield group
+
+
+class Shared:
+    """What the files of one transaction share (:func:`logpipe.ingest.ingest_files`
+    writes a group of small files at once): their rows, held until the group's end, and
+    the names of runs."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.spool = Spool(store)
+        """Every table's rows of the group's files, loaded by :meth:`load`."""
+        self._taken: set[str] | None = None
+        self.at_end: list[Callable[[], None]] = []
+        """What is done once the rows are in their tables (:meth:`finish`)."""
+
+    def taken(self) -> set[str]:
+        """Every run name in the database, those given in the group included."""
+        if self._taken is None:
+            self._taken = {str(n) for (n,) in self.store.all("SELECT name FROM runs")}
+        return self._taken
+
+    def load(self) -> None:
+        self.spool.load()
+
+    def finish(self) -> None:
+        """The group's rows into their tables, then what waited for them."""
+        self.load()
+        for step in self.at_end:
+            step()
+        self.at_end.clear()
+
+    def close(self) -> None:
+        self.spool.close()
