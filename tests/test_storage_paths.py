@@ -98,29 +98,43 @@ def _serial(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(group, "GROUP_FILES", 1)
 
 
-def test_parallel_and_serial_ingest_are_the_same_tables(tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch):
-    """Small files parsed ahead on the second core and written in groups give, byte for
-    byte, the public tables of files read and written one by one."""
-    logs = _messy_folder(tmp_path)
-    parallel, serial = tmp_path / "parallel.duckdb", tmp_path / "serial.duckdb"
-    looked: list[Path] = []
-    real_parse = logfile.parse_whole
+@pytest.fixture(scope="module")
+def messy_serial(tmp_path_factory: pytest.TempPathFactory
+                 ) -> tuple[Path, list[tuple[str, str]], dict[str, list[tuple]]]:
+    """A messy folder, and what a serial ingest of it gives: statuses and tables."""
+    root = tmp_path_factory.mktemp("messy")
+    logs = _messy_folder(root)
+    with pytest.MonkeyPatch.context() as m:
+        _serial(m)
+        result = ingest_paths([logs], root / "serial.duckdb")
+    return logs, sorted((f.path, f.status) for f in result.files), _tables(
+        root / "serial.duckdb")
 
-    def parse_whole(path: Path, *args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-        looked.append(path)
-        return real_parse(path, *args, **kwargs)
 
-    with monkeypatch.context() as m:
-        m.setattr(logfile, "parse_whole", parse_whole)
-        first = ingest_paths([logs], parallel)
-    assert len(looked) > 20  # not vacuous: files were parsed ahead
-    _serial(monkeypatch)
-    second = ingest_paths([logs], serial)
-    assert sorted((f.path, f.status) for f in first.files) == sorted(
-        (f.path, f.status) for f in second.files)
+@pytest.mark.parametrize("workers", ["threads", "processes"])
+def test_parallel_and_serial_ingest_are_the_same_tables(
+        tmp_path: Path, workers: str, monkeypatch: pytest.MonkeyPatch,
+        messy_serial: tuple[Path, list[tuple[str, str]], dict[str, list[tuple]]]):
+    """Small files parsed ahead (on threads, or in worker processes for many files) and
+    written in groups give, byte for byte, the public tables of files read and written
+    one by one."""
+    logs, statuses, b = messy_serial
+    parallel = tmp_path / "parallel.duckdb"
+    parsed: list[bool] = []
+    real_take = ahead.ParseAhead.take
+
+    def take(self: ahead.ParseAhead, index: int) -> ahead.Ahead | None:
+        found = real_take(self, index)
+        parsed.append(found is not None and found.parsed is not None)
+        return found
+
+    monkeypatch.setattr(ahead.ParseAhead, "take", take)
+    monkeypatch.setattr(ahead, "PROCESS_FILES", 1 if workers == "processes" else 10**9)
+    first = ingest_paths([logs], parallel)
+    assert sum(parsed) > 20  # not vacuous: files were parsed ahead
+    assert sorted((f.path, f.status) for f in first.files) == statuses
     assert {f.status for f in first.files} >= {"new", "duplicate", "skipped"}
-    a, b = _tables(parallel), _tables(serial)
+    a = _tables(parallel)
     assert a.keys() == b.keys()
     assert a["batches"] and a["runs"] and a["rejects"]
     for name in a:

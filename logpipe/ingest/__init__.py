@@ -47,7 +47,7 @@ from logpipe.ingest.ahead import Ahead, ParseAhead, detect_file
 from logpipe.ingest.base import PARSER_VERSION, EnvOptions, FileResult, IngestResult, Progress
 from logpipe.ingest.changes import same_stat
 from logpipe.ingest.copies import take_back_copies
-from logpipe.ingest.environment import attach_env, environment_key
+from logpipe.ingest.environment import attach_env, attach_envs, environment_key
 from logpipe.ingest.group import Shared, groups
 from logpipe.ingest.linking import link_records, mark_duplicate_benchmarks
 from logpipe.ingest.walk import run_base_name, walk
@@ -215,7 +215,10 @@ def _ingest_group(store: Store,
                     raise KeyboardInterrupt
                 done.append(_ingest_file(store, path, root, options, progress, record,
                                          look(), shared))
-            shared.finish()
+            shared.load()
+            attach_envs(store, [(key, manifests) for key, manifests, _ in shared.envs],
+                        options)
+            store.set_env_keys([(key, env_key) for key, _, env_key in shared.envs])
             results.extend(done)
     except KeyboardInterrupt:
         raise
@@ -248,13 +251,10 @@ def _ingest_one(store: Store, path: Path, key: str, root: Path, options: EnvOpti
                 ahead: Ahead | None, shared: Shared | None) -> FileResult:
     """One file in its own transaction, or (``shared``) in its group's: then a failure
     is raised, for the group to be rolled back and its files read again one by one."""
-    if ahead is not None:
-        head, source = ahead.head, ahead.source
-    else:
-        try:
-            head, source = detect_file(path)
-        except OSError as exc:
-            return FileResult(key, "failed", detail=f"cannot read: {exc}")
+    try:
+        head, source = detect_file(path)
+    except OSError as exc:
+        return FileResult(key, "failed", detail=f"cannot read: {exc}")
     if source is None:
         if progress:
             progress(path.stat().st_size)
@@ -269,7 +269,8 @@ def _ingest_one(store: Store, path: Path, key: str, root: Path, options: EnvOpti
     try:
         with store.transaction(on_commit=committed) if shared is None else nullcontext():
             if engine is not None:
-                known = store.source(key)
+                # (a file looked at ahead is one the store had no row for)
+                known = store.source(key) if ahead is None else None
                 if same_stat(known, path.stat()):  # not re-read: the parser is not imported
                     res = FileResult(key, "unchanged", kind=source.name)
                 else:
@@ -277,21 +278,19 @@ def _ingest_one(store: Store, path: Path, key: str, root: Path, options: EnvOpti
 
                     res = read_log(store, path, key, source.name, head, engine, progress,
                                    options.keep_request_text, options.replace,
-                                   ahead.parsed if ahead is not None else None,  # type: ignore[arg-type]
-                                   shared)
+                                   ahead.parsed if ahead is not None  # type: ignore[arg-type]
+                                   and ahead.kind == source.name else None,
+                                   shared, unknown=ahead is not None)
                     known = store.source(key) if res.status == "unchanged" else None
                 if res.status not in ("duplicate", "changed"):
                     manifests = discover(path, root)
                     env_key = environment_key(manifests, options)
                     if known is None or known.get("env_key") != env_key:
-                        def environment() -> None:
-                            attach_env(store, key, manifests, options)
-                            store.set_env_key(key, env_key)
-
                         if shared is None:
-                            environment()
+                            attach_envs(store, [(key, manifests)], options)
+                            store.set_env_keys([(key, env_key)])
                         else:  # it reads the file's rows: once they are in their tables
-                            shared.at_end.append(environment)
+                            shared.envs.append((key, manifests, env_key))
             elif source.reader is not None:
                 res = load(source.reader)(store, path, key, options)
                 if progress:

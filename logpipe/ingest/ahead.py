@@ -27,12 +27,17 @@ from pathlib import Path
 
 from logpipe.engines import engine_for_kind, engines
 from logpipe.ingest.changes import HEAD_HASH_BYTES
+from logpipe.ingest.workers import Workers
 from logpipe.readers import COMPRESSED_SUFFIXES, is_prose, read_head
 from logpipe.sources import HEAD_BYTES, Source, bench, deep_window, detect
 
-AHEAD_FILES = 2
+AHEAD_FILES = 16
+WORKERS = 1
 """Files parsed ahead of the one being written (their rows are held in memory); 0: none,
 every file read by the ingest itself."""
+PROCESS_FILES = 64
+"""Files to look at from which the workers are processes rather than threads (a process
+starts in ~1 s: the imports of polars and the parsers)."""
 AHEAD_BYTES = 4 * 1024 * 1024
 """Larger files are read by the ingest itself, block by block (their own blocks are
 prepared ahead on the second core already)."""
@@ -65,25 +70,31 @@ def stat_key(stat: os.stat_result) -> tuple[int, int, int]:
 
 @dataclass
 class Ahead:
-    """What the worker found of one file."""
+    """What a worker found of one file the store has no row for."""
 
-    head: bytes
-    source: Source | None
+    kind: str | None
+    """The kind the worker saw (the ingest uses ``parsed`` only when it sees the same)."""
     parsed: object | None = None
-    """:class:`logpipe.ingest.logfile.Parsed`: the whole file parsed from its start."""
+    """:class:`logpipe.ingest.logfile.Parsed`: the whole file parsed from its start
+    (None: not parsed ahead, a copy, a moved file or a large one)."""
+
+
+def look_in_worker(known_heads: set[str], path: Path, keep_text: bool) -> Ahead:
+    """:func:`_look` in a worker process (:mod:`logpipe.ingest.workers`)."""
+    return _look(path, keep_text, known_heads)
 
 
 def _look(path: Path, keep_text: bool, known_heads: set[str]) -> Ahead:
     head, source = detect_file(path)
     engine = engine_for_kind(source.name) if source is not None else None
-    if engine is None:
-        return Ahead(head, source)
+    if source is None or engine is None:
+        return Ahead(source.name if source is not None else None)
     stat = path.stat()
     if stat.st_size > AHEAD_BYTES or head_sha(head) in known_heads:
-        return Ahead(head, source)  # (a copy or a moved file: the ingest tells which)
+        return Ahead(source.name)  # (a copy or a moved file: the ingest tells which)
     from logpipe.ingest.logfile import parse_whole
 
-    return Ahead(head, source, parse_whole(path, stat, engine, keep_text))
+    return Ahead(source.name, parse_whole(path, stat, engine, keep_text))
 
 
 def head_sha(head: bytes) -> str:
@@ -92,11 +103,16 @@ def head_sha(head: bytes) -> str:
 
 
 class ParseAhead:
-    """The worker: :meth:`take` the ``Ahead`` of the files in the order given, each file
+    """The workers: :meth:`take` the ``Ahead`` of the files in the order given, each file
     started :data:`AHEAD_FILES` before it is taken.  Files in ``known`` (paths the store
     has a row for) are not looked at: most are unchanged, and a stat tells; nor parsed
     those whose head is one of ``known_heads`` (heads of files and generations the store
-    has read: a copy or a moved file, which the ingest tells apart)."""
+    has read: a copy or a moved file, which the ingest tells apart).
+
+    The workers are threads for a few files; for :data:`PROCESS_FILES` or more, processes
+    (a parse is mostly Python and polars calls on small frames, which hold the GIL: two
+    threads beside the writer use ~1.3 cores of two): :mod:`logpipe.ingest.workers`.
+    Their results come back pickled (~35 KB, ~0.5 ms a small file)."""
 
     def __init__(self, paths: list[Path], known: set[str], known_heads: set[str],
                  keep_text: bool) -> None:
@@ -107,7 +123,8 @@ class ParseAhead:
                            and not p.name.lower().endswith(COMPRESSED_SUFFIXES))
         self._keep_text = keep_text
         self._heads = known_heads
-        self._pool: ThreadPoolExecutor | None = None
+        self._processes = len(self._todo) >= PROCESS_FILES
+        self._pool: ThreadPoolExecutor | Workers | None = None
         self._started: dict[int, Future[Ahead]] = {}
 
     def take(self, index: int) -> Ahead | None:
@@ -131,13 +148,26 @@ class ParseAhead:
         while self._todo and len(self._started) < AHEAD_FILES + 1 \
                 and self._todo[0][0] <= index + AHEAD_FILES:
             i, path = self._todo.popleft()
+            pool = self._executor()
+            self._started[i] = (
+                pool.submit(path, self._keep_text) if isinstance(pool, Workers)
+                else pool.submit(_look, path, self._keep_text, self._heads))
+
+    def _executor(self) -> ThreadPoolExecutor | Workers:
+        if self._pool is None:
+            if self._processes:
+                try:
+                    self._pool = Workers(WORKERS, self._heads)
+                except OSError:  # (no process to be had: threads)
+                    self._processes = False
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=1,
+                self._pool = ThreadPoolExecutor(max_workers=WORKERS,
                                                 thread_name_prefix="logpipe-ahead")
-            self._started[i] = self._pool.submit(_look, path, self._keep_text, self._heads)
+        return self._pool
 
     def close(self) -> None:
-        """Stop: files not started are dropped, the one being parsed ends (small)."""
+        """Stop: files not started are dropped, those being parsed end (small), and
+        worker processes exit with them."""
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
         self._started.clear()

@@ -60,10 +60,12 @@ def _retire(store: Store, key: str, existing: dict[str, Any]) -> None:
 
 
 def decide(store: Store, path: Path, key: str, stat: os.stat_result, head_sha: str,
-            replace: bool) -> tuple[str, dict[str, Any] | None, str | None]:
+            replace: bool, unknown: bool = False
+            ) -> tuple[str, dict[str, Any] | None, str | None]:
     """``(status, existing source row to continue from, detail)`` for a log file; the
-    status is one of the module docstring's.  Moves and set-asides happen here."""
-    existing = store.source(key)
+    status is one of the module docstring's.  Moves and set-asides happen here.
+    ``unknown``: the caller knows the store has no row for ``key``."""
+    existing = None if unknown else store.source(key)
     if existing is not None and existing.get("inode") not in (None, stat.st_ino) and \
             not _same_prefix(path, existing):
         _retire(store, key, existing)  # rotated by rename: another file lives here now

@@ -90,10 +90,10 @@ def _suspects(store: Store, paths: list[str]) -> list[str]:
         f"JOIN {_table('runs')} o ON o.source_id <> n.source_id "
         "AND o.started_at <= n.ended_at AND o.ended_at >= n.started_at "
         "WHERE n.source_id IN (SELECT unnest(?))",
-        [[store.source_id(p) for p in paths]])
+        [list(store.source_ids(paths).values())])
     if not overlap:
         return []
-    by_id = {store.source_id(p): p for p in paths}
+    by_id = {sid: p for p, sid in store.source_ids(paths).items()}
     ids = {sid: by_id[sid] for sid, _ in overlap}
     others = sorted({other for _, other in overlap})
     held: dict[int, int] = {}

@@ -37,31 +37,48 @@ def attach_env(store: Store, key: str, manifests: list[Path], options: EnvOption
     Runs are recomputed on every ingest, so a manifest added later takes effect; values
     given on an earlier command line are kept unless given again.
     """
-    loaded = [(str(p), load_manifest(p)) for p in manifests]
+    attach_envs(store, [(key, manifests)], options)
+
+
+def attach_envs(store: Store, files: list[tuple[str, list[Path]]],
+                options: EnvOptions) -> None:
+    """:func:`attach_env` of several files (``(key, manifests)`` each) in a few queries:
+    a group of small files costs the queries of one."""
+    if not files:
+        return
+    cache: dict[Path, Any] = {}
+
+    def manifest(p: Path) -> Any:
+        if p not in cache:
+            cache[p] = load_manifest(p)
+        return cache[p]
+
+    loaded_of = {key: [(str(p), manifest(p)) for p in manifests] for key, manifests in files}
+    keys = list(loaded_of)
     tiers = options.tiers or Tiers.load()
     rewritten: list[tuple[str, RunEnv, dict[str, Any]]] = []
     runs = store.all(
         "SELECT run_id, server_args, format_era, env, env_fingerprint, env_complete, "
-        "engine_version, tags::VARCHAR, started_at, engine FROM runs WHERE source_path = ?",
-        [key])
-    # the file's facts in a few queries, not a few per run (a file may hold 450 launches)
-    # (the stored tables by the file's id: the public views join every row to its path,
+        "engine_version, tags::VARCHAR, started_at, engine, source_path FROM runs "
+        "WHERE source_path IN (SELECT unnest(?::VARCHAR[]))", [keys])
+    # the files' facts in a few queries, not a few per run (a file may hold 450 launches)
+    # (the stored tables by the files' ids: the public views join every row to its path,
     # a scan of the whole database per file)
-    sid = store.source_id(key)
+    sids = [store.source_id(k) for k in keys]
     events: dict[str, list[tuple[str, dict[str, Any]]]] = {}
     for run_id, kind, attrs in store.all(
-            "SELECT run_id, kind, attrs FROM logpipe_internal.events WHERE source_id = ? "
-            "AND kind IN ('nccl_env', 'nccl_version', 'setting_adjusted', "
-            "'attention_backend', 'capacity', 'load_weight', 'kv_cache', 'graph_capture', "
-            "'startup_timings') ORDER BY line_no", [sid]):
+            "SELECT run_id, kind, attrs FROM logpipe_internal.events WHERE source_id IN "
+            "(SELECT unnest(?::INTEGER[])) AND kind IN ('nccl_env', 'nccl_version', "
+            "'setting_adjusted', 'attention_backend', 'capacity', 'load_weight', "
+            "'kv_cache', 'graph_capture', 'startup_timings') ORDER BY line_no", [sids]):
         events.setdefault(str(run_id), []).append((kind, json.loads(attrs) if attrs else {}))
-    inferred = _dates_inferred(store, key, [str(r[0]) for r in runs])
+    inferred = _dates_inferred(store, sids, [(str(r[0]), str(r[10])) for r in runs])
     outer = {str(r) for (r,) in store.all(
         "SELECT DISTINCT run_id FROM logpipe_internal.line_prefixes WHERE outer_ts_utc AND "
-        "source_id = ?", [sid])}
+        "source_id IN (SELECT unnest(?::INTEGER[]))", [sids])}
     clocks: list[tuple[str, int | None, str | None]] = []
     for (run_id, server_args, era_label, old_env, old_fp, old_complete, old_version,
-         old_tags, started_at, engine_name) in runs:
+         old_tags, started_at, engine_name, key) in runs:
         previous = RunEnv.from_json(old_env)
         cli = {k: e.value for k, e in previous.entries.items()
                if e.source == "command line" and not k.startswith("tag.")}
@@ -70,7 +87,7 @@ def attach_env(store: Store, key: str, manifests: list[Path], options: EnvOption
         cli.update(options.env)
         tags.update(options.tags)
         said = log_facts(events.get(run_id, []))
-        env = build_env(tiers=tiers, manifests=loaded,
+        env = build_env(tiers=tiers, manifests=loaded_of[str(key)],
                         server_args=json.loads(server_args) if server_args else None,
                         format_era=era_label, cli_env=cli, tags=tags, log_facts=said,
                         engine=engine_name)
@@ -139,16 +156,22 @@ def clock_of(store: Store, run_id: str, env: RunEnv, tz: str | None, at: Any,
     return offset, source
 
 
-def _dates_inferred(store: Store, key: str, run_ids: list[str]) -> dict[str, bool]:
-    """Per run of the file (``run_ids``): every stamp was printed without a date
-    (``HH:MM:SS``) and no wrapper gave one, so its date is the file's modification date, a
-    guess.  A run without batch lines is dated like the file's other time-only stamps."""
-    per_run = {str(r): bool(n and n == t) for r, n, t in store.all(
-        "SELECT run_id, count(*), count(*) FILTER (WHERE ts_raw IS NOT NULL) "
-        "FROM logpipe_internal.batches WHERE source_id = ? AND ts IS NOT NULL "
-        "GROUP BY run_id", [store.source_id(key)])}
-    whole = bool(per_run) and all(per_run.values())
-    return {r: per_run.get(r, whole) for r in run_ids}
+def _dates_inferred(store: Store, source_ids: list[int],
+                    runs: list[tuple[str, str]]) -> dict[str, bool]:
+    """Per run (``(run_id, source_path)`` of the files ``source_ids``): every stamp was
+    printed without a date (``HH:MM:SS``) and no wrapper gave one, so its date is the
+    file's modification date, a guess.  A run without batch lines is dated like its file's
+    other time-only stamps."""
+    per_run: dict[str, bool] = {}
+    per_file: dict[int, list[bool]] = {}
+    for sid, r, n, t in store.all(
+            "SELECT source_id, run_id, count(*), count(*) FILTER (WHERE ts_raw IS NOT NULL) "
+            "FROM logpipe_internal.batches WHERE source_id IN (SELECT unnest(?::INTEGER[])) "
+            "AND ts IS NOT NULL GROUP BY source_id, run_id", [source_ids]):
+        per_run[str(r)] = bool(n and n == t)
+        per_file.setdefault(int(sid), []).append(per_run[str(r)])
+    whole = {sid: bool(v) and all(v) for sid, v in per_file.items()}
+    return {r: per_run.get(r, whole.get(store.source_id(key), False)) for r, key in runs}
 
 
 def _engine_version(env: RunEnv, engine_name: str | None) -> Any:

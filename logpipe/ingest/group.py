@@ -11,7 +11,7 @@ others are written as they would have been.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 from logpipe.ingest.ahead import AHEAD_BYTES
@@ -54,11 +54,12 @@ class Shared:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.spool = Spool(store)
+        self.spool = Spool(store, shape_late=True)
         """Every table's rows of the group's files, loaded by :meth:`load`."""
         self._taken: set[str] | None = None
-        self.at_end: list[Callable[[], None]] = []
-        """What is done once the rows are in their tables (:meth:`finish`)."""
+        self.envs: list[tuple[str, list[Path], str]] = []
+        """``(file, its manifests, their key)`` of the files whose runs' environments are
+        computed once the rows are in their tables."""
 
     def taken(self) -> set[str]:
         """Every run name in the database, those given in the group included."""
@@ -68,13 +69,6 @@ class Shared:
 
     def load(self) -> None:
         self.spool.load()
-
-    def finish(self) -> None:
-        """The group's rows into their tables, then what waited for them."""
-        self.load()
-        for step in self.at_end:
-            step()
-        self.at_end.clear()
 
     def close(self) -> None:
         self.spool.close()

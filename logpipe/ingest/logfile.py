@@ -73,15 +73,18 @@ def _new_parser(engine: Engine, state_json: str | None, stat: os.stat_result,
 def read_log(store: Store, path: Path, key: str, kind: str, head: bytes, engine: Engine,
              progress: Progress | None, keep_text: bool = False,
              replace: bool = False, parsed: Parsed | None = None,
-             shared: Shared | None = None) -> FileResult:
+             shared: Shared | None = None, unknown: bool = False) -> FileResult:
     """Read what is new in one server log of ``engine`` (the caller's transaction); the
     caller has seen that its size, mtime or inode is not what its ``sources`` row says.
     ``parsed``: the file as parsed ahead, used when it is read from its start and is still
     the file parsed.  ``shared``: the file is one of a group written in one transaction;
-    its rows are held with the group's (until ``shared.load()``)."""
+    its rows are held with the group's (until ``shared.load()``).  ``unknown``: the
+    caller knows that the store has no row for ``key`` (nor runs)."""
     stat = path.stat()
     head_hash = head_sha(head)
-    status, existing, detail = decide(store, path, key, stat, head_hash, replace)
+    status, existing, detail = decide(store, path, key, stat, head_hash, replace, unknown)
+    if status == "new" and unknown:
+        store.new_source_id(key)
     if status in ("duplicate", "changed"):
         return FileResult(key, status, kind=kind, detail=detail)
     if parsed is not None and (existing is not None or parsed.stat != stat_key(stat)):
@@ -105,7 +108,8 @@ def read_log(store: Store, path: Path, key: str, kind: str, head: bytes, engine:
                 skip_to(fh, path, offset)
         res = FileResult(key, status, kind=kind)
         runs = RunBook(store, path, key, engine.name, parser,
-                       shared.taken if shared is not None else None)
+                       shared.taken if shared is not None else None,
+                       known=existing is not None or not unknown)
         rejected = int(existing["rejected"] or 0) if existing else 0
         noise = int(existing["noise_lines"] or 0) if existing else 0
         lines_before = 0 if parsed is not None else parser.lines
@@ -311,7 +315,8 @@ class RunBook:
     run per block cost ~1 s per GB)."""
 
     def __init__(self, store: Store, path: Path, key: str, engine: str,
-                 parser: LogParser, taken: Callable[[], set[str]] | None = None) -> None:
+                 parser: LogParser, taken: Callable[[], set[str]] | None = None,
+                 known: bool = True) -> None:
         self.store = store
         self._shared_taken = taken
         """The names in the database, as the group of files in this transaction keeps
@@ -326,7 +331,7 @@ class RunBook:
         self._eras: dict[str, Era] = {}
         for seq, rid, label, mask in store.all(
                 "SELECT run_seq, run_id, format_era, era_mask FROM runs "
-                "WHERE source_path = ?", [key]):
+                "WHERE source_path = ?", [key]) if known else ():
             self._ids[int(seq)] = str(rid)
             self._eras[str(rid)] = (label, None if mask is None else int(mask))
         self._spans: dict[str, tuple[Any, Any]] = {}

@@ -108,6 +108,9 @@ class Connection:
         self._source_ids: dict[str, int] = {}
         """``source_id`` of paths, known within the open transaction (a file's ingest
         asks for it with every block; a rollback may undo a new file's row)."""
+        self._next_source_id: int | None = None
+        """The next free ``source_id`` within the open transaction (asked once)."""
+        self._in_transaction = False
         self._labels: dict[str, int] | None = None
         """``label_id`` of every text in ``labels`` (read once; a rollback may undo new
         ones, and then it is read again)."""
@@ -175,15 +178,21 @@ class Connection:
         (:func:`interrupts.deferred`): Ctrl-C or SIGTERM there stops the command after
         both, never between them."""
         self.con.execute("BEGIN TRANSACTION")
+        self._next_source_id = None
+        self._in_transaction = True
         try:
             yield
         except BaseException:
+            self._in_transaction = False
             self._source_ids.clear()
+            self._next_source_id = None
             self._labels = None
             self.con.execute("ROLLBACK")
             raise
+        self._in_transaction = False
         with interrupts.deferred():
             self._source_ids.clear()
+            self._next_source_id = None
             self.con.execute("COMMIT")
             if on_commit is not None:
                 on_commit()

@@ -20,22 +20,29 @@ class FrameRows(SourceRows):
         """``frame`` plus constant columns, cut to ``table``'s stored columns in their
         order; a ``source_path`` constant is stored as its ``source_id``, a text column
         stored as ``<name>_code`` as its labels."""
-        import polars as pl
-
         columns = [c for c, _ in self.columns(
             table, INTERNAL if table in stored_tables() else "main")]
-        if "source_path" in constants:
-            constants = dict(constants)
-            frame = frame.with_columns(pl.lit(self.source_id(constants.pop("source_path")),
-                                              dtype=pl.Int32).alias("source_id"))
-        frame = frame.with_columns(
-            [pl.lit(v, dtype=pl.String).alias(k) for k, v in constants.items()])
+        frame = self.with_constants(frame, constants)
         codes = [self._coded(frame.get_column(c[:-len(LABEL_SUFFIX)])).alias(c)
                  for c in columns
                  if c.endswith(LABEL_SUFFIX) and c[:-len(LABEL_SUFFIX)] in frame.columns]
         if codes:
             frame = frame.with_columns(codes)
         return frame.select([c for c in columns if c in frame.columns])
+
+    def with_constants(self, frame: pl.DataFrame, constants: dict[str, Any]) -> pl.DataFrame:
+        """``frame`` plus constant text columns; a ``source_path`` constant as its
+        ``source_id``."""
+        import polars as pl
+
+        if not constants:
+            return frame
+        if "source_path" in constants:
+            constants = dict(constants)
+            frame = frame.with_columns(pl.lit(self.source_id(constants.pop("source_path")),
+                                              dtype=pl.Int32).alias("source_id"))
+        return frame.with_columns(
+            [pl.lit(v, dtype=pl.String).alias(k) for k, v in constants.items()])
 
     def _coded(self, texts: pl.Series) -> pl.Series:
         """``texts`` as their ``label_id`` (null stays null), new texts added to ``labels``.

@@ -25,17 +25,43 @@ class SourceRows(Connection):
             self._source_ids[path] = self._find_or_add_source_id(path)
         return self._source_ids[path]
 
+    def source_ids(self, paths: list[str]) -> dict[str, int]:
+        """:meth:`source_id` of many paths, those the store has asked for in one query."""
+        missing = [p for p in paths if p not in self._source_ids]
+        if missing:
+            for path, sid in self.all("SELECT path, source_id FROM sources WHERE path IN "
+                                      "(SELECT unnest(?::VARCHAR[])) AND source_id IS NOT "
+                                      "NULL", [missing]):
+                self._source_ids[str(path)] = int(sid)
+        return {p: self.source_id(p) for p in paths}
+
+    def new_source_id(self, path: str) -> int:
+        """The ``source_id`` of a file the caller knows has no ``sources`` row: its row is
+        made now (completed by :meth:`upsert_source`)."""
+        self._source_ids[path] = self._add_source(path, None)
+        return self._source_ids[path]
+
     def _find_or_add_source_id(self, path: str) -> int:
         row = self.one("SELECT source_id FROM sources WHERE path = ?", [path])
         if row is not None and row[0] is not None:
             return int(row[0])
-        (new,) = self.one("SELECT coalesce(max(source_id), 0) + 1 FROM sources") or (1,)
+        return self._add_source(path, row)
+
+    def _add_source(self, path: str, row: tuple[Any, ...] | None) -> int:
+        """A new ``source_id`` for ``path`` (``row``: its row, which has none; None: no
+        row).  The next free integer is asked once a transaction."""
+        if self._next_source_id is None:
+            (new,) = self.one("SELECT coalesce(max(source_id), 0) + 1 FROM sources") or (1,)
+            self._next_source_id = int(new)
+        new = self._next_source_id
+        # (kept within a transaction only: outside one, another writer may come between)
+        self._next_source_id = new + 1 if self._in_transaction else None
         if row is None:
             self.con.execute("INSERT INTO sources (path, kind, source_id) VALUES (?, ?, ?)",
                              [path, "pending", new])
         else:
             self.con.execute("UPDATE sources SET source_id = ? WHERE path = ?", [new, path])
-        return int(new)
+        return new
 
     def source(self, path: str) -> dict[str, Any] | None:
         cur = self.con.execute("SELECT * FROM sources WHERE path = ?", [path])
@@ -99,7 +125,12 @@ class SourceRows(Connection):
             [row[c] for c in cols] + [row["path"]],
         )
 
-    def set_env_key(self, path: str, key: str) -> None:
-        """Record what the environments of ``path``'s runs were computed from."""
-        self.con.execute("UPDATE sources SET env_key = ? WHERE path = ? "
-                         "AND env_key IS DISTINCT FROM ?", [key, path, key])
+    def set_env_keys(self, keys: list[tuple[str, str]]) -> None:
+        """Record what the environments of each ``(path, key)``'s runs were computed
+        from (one statement)."""
+        if not keys:
+            return
+        self.con.execute(
+            "UPDATE sources SET env_key = v.k FROM (SELECT unnest(?::VARCHAR[]) AS p, "
+            "unnest(?::VARCHAR[]) AS k) v WHERE path = v.p AND env_key IS DISTINCT FROM v.k",
+            [[p for p, _ in keys], [k for _, k in keys]])

@@ -1,0 +1,146 @@
+"""Worker processes that parse small logs ahead of the ingest (:mod:`logpipe.ingest.ahead`).
+
+Each worker is ``python -m logpipe.ingest.workers``, a process of its own (not a fork of
+the ingest, which holds DuckDB's and polars' threads, nor a ``multiprocessing`` spawn,
+which re-runs the caller's main script in every child).  It reads requests from its
+stdin and writes results to its stdout, each a pickle behind its length; it ends when its
+stdin closes, so that a worker never outlives the ingest that started it, even one killed.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import struct
+import subprocess
+import sys
+import threading
+from concurrent.futures import Future
+from pathlib import Path
+from typing import IO, Any
+
+_LENGTH = struct.Struct("<Q")
+
+
+def _send(fh: IO[bytes], obj: Any) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    fh.write(_LENGTH.pack(len(data)))
+    fh.write(data)
+    fh.flush()
+
+
+def _receive(fh: IO[bytes]) -> Any:
+    """The next object, or EOFError when the other end closed."""
+    head = fh.read(_LENGTH.size)
+    if len(head) < _LENGTH.size:
+        raise EOFError
+    size = _LENGTH.unpack(head)[0]
+    data = fh.read(size)
+    if len(data) < size:
+        raise EOFError
+    return pickle.loads(data)  # noqa: S301 - our own process's output
+
+
+class Workers:
+    """``n`` worker processes; :meth:`submit` gives a request to the one with the fewest
+    waiting.  ``setup`` is sent to each first (what every request needs)."""
+
+    def __init__(self, n: int, setup: Any) -> None:
+        root = str(Path(__file__).resolve().parents[2])  # (where this logpipe is imported
+        path = os.environ.get("PYTHONPATH")               # from, for a source checkout)
+        env = {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else "")}
+        self._lock = threading.Lock()
+        self._next = 0
+        self._procs: list[subprocess.Popen[bytes]] = []
+        self._waiting: list[dict[int, Future[Any]]] = []
+        self._readers: list[threading.Thread] = []
+        for k in range(n):
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "logpipe.ingest.workers"], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+                start_new_session=True)  # (Ctrl-C is the ingest's: it stops the workers)
+            assert proc.stdin is not None
+            _send(proc.stdin, setup)
+            self._procs.append(proc)
+            self._waiting.append({})
+            reader = threading.Thread(target=self._read, args=(k,), daemon=True,
+                                      name=f"logpipe-worker-{k}")
+            reader.start()
+            self._readers.append(reader)
+
+    def submit(self, *args: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        with self._lock:
+            k = min(range(len(self._procs)), key=lambda i: len(self._waiting[i]))
+            self._next += 1
+            self._waiting[k][self._next] = future
+            stdin = self._procs[k].stdin
+            try:
+                assert stdin is not None
+                _send(stdin, (self._next, args))
+            except (OSError, ValueError) as exc:  # a worker gone: its requests fail
+                self._waiting[k].pop(self._next, None)
+                future.set_exception(exc)
+        return future
+
+    def _read(self, k: int) -> None:
+        stdout = self._procs[k].stdout
+        assert stdout is not None
+        try:
+            while True:
+                ident, ok, value = _receive(stdout)
+                with self._lock:
+                    future = self._waiting[k].pop(ident, None)
+                if future is not None:
+                    if ok:
+                        future.set_result(value)
+                    else:
+                        future.set_exception(RuntimeError(value))
+        except Exception:  # noqa: BLE001 - the worker ended: what it had fails
+            pass
+        with self._lock:
+            waiting, self._waiting[k] = self._waiting[k], {}
+        for future in waiting.values():
+            future.set_exception(RuntimeError("the parsing worker ended"))
+
+    def shutdown(self, wait: bool = True, cancel_futures: bool = True) -> None:
+        """Close the workers' input (they end), then wait for them, killing one that
+        does not end within seconds."""
+        for proc in self._procs:
+            try:
+                if proc.stdin is not None:
+                    proc.stdin.close()
+            except OSError:
+                pass
+        for proc in self._procs:
+            try:
+                proc.wait(timeout=10 if wait else 0.1)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        for reader in self._readers:
+            reader.join(timeout=5)
+
+
+def main() -> None:
+    """A worker: the setup, then ``(ident, args)`` requests until the input ends."""
+    from logpipe.ingest import ahead
+
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # (nothing else may write to the results' stream)
+    setup = _receive(stdin)
+    while True:
+        try:
+            ident, args = _receive(stdin)
+        except EOFError:
+            return
+        reply: tuple[int, bool, Any]
+        try:
+            reply = (ident, True, ahead.look_in_worker(setup, *args))
+        except Exception as exc:  # noqa: BLE001 - the ingest reads the file itself
+            reply = (ident, False, f"{type(exc).__name__}: {exc}")
+        _send(stdout, reply)
+
+
+if __name__ == "__main__":
+    main()
