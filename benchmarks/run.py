@@ -163,6 +163,47 @@ def run_once(cmd: list[str], env: dict[str, str] | None = None,
     return wall, (int(r.group(1)) / 1024 if r else float("nan"))
 
 
+def _tree_rss_kb(root: int) -> int:
+    """Resident memory of process ``root`` and all its descendants (Linux ``/proc``)."""
+    parent: dict[int, int] = {}
+    rss: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status") as fh:
+                fields = dict(line.split(":", 1) for line in fh if ":" in line)
+        except OSError:
+            continue
+        pid = int(entry)
+        parent[pid] = int(fields.get("PPid", "0").strip() or 0)
+        rss[pid] = int((fields.get("VmRSS", "0 kB").split() or ["0"])[0])
+    tree, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        tree.add(pid)
+        todo.extend(c for c, pp in parent.items() if pp == pid and c not in tree)
+    return sum(rss.get(pid, 0) for pid in tree)
+
+
+def run_tree(cmd: list[str], every_s: float = 0.05) -> tuple[float, float]:
+    """Wall seconds and the peak of the summed RSS (MB) of ``cmd`` and every process it
+    starts (worker processes included: ``/usr/bin/time`` reports the largest one alone),
+    sampled every ``every_s``."""
+    import time
+
+    started = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    peak = 0
+    while proc.poll() is None:
+        peak = max(peak, _tree_rss_kb(proc.pid))
+        time.sleep(every_s)
+    wall = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise RuntimeError(f"{cmd[0]} failed: {proc.stderr.read()[-800:] if proc.stderr else ''}")
+    return wall, peak / 1024
+
+
 def measure(cmd: list[str], repeat: int, env: dict[str, str] | None = None,
             before: list[str] | None = None) -> dict[str, float]:
     runs = [run_once(cmd, env, before) for _ in range(repeat)]

@@ -25,7 +25,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from run import PY, SAMPLES, _jitter, run_once, write_results  # noqa: E402
+from run import PY, SAMPLES, _jitter, run_once, run_tree, write_results  # noqa: E402
 
 SEEDS = ("eras/*.log", "eras/vllm/*.log", "wrappers/*.log", "restarts/*.log")
 
@@ -68,7 +68,7 @@ def main() -> None:
     times, peak = [], 0.0
     for _ in range(args.rounds):
         subprocess.run(rm, check=True)
-        wall, rss = run_once([PY, "-m", "logpipe.cli", "ingest", str(folder), "--db", str(db)])
+        wall, rss = run_tree([PY, "-m", "logpipe.cli", "ingest", str(folder), "--db", str(db)])
         times.append(wall)
         peak = max(peak, rss)
     again, _ = run_once([PY, "-m", "logpipe.cli", "ingest", str(folder), "--db", str(db)])
@@ -80,7 +80,8 @@ def main() -> None:
             f"{args.files:,} copies of the bundled small logs ({size / 1e6:.1f} MB, digits "
             f"redrawn), 100 a folder, one `logpipe ingest` of the folder into a fresh "
             f"database, median of {args.rounds}.", "",
-            "| measurement | seconds | per file | peak RSS MB |", "|---|---|---|---|",
+            "| measurement | seconds | per file | peak RSS MB (all processes) |",
+            "|---|---|---|---|",
             f"| ingest of {args.files:,} small files | {best:.1f} | {per:.1f} ms | {peak:.0f} |",
             f"| re-ingest, unchanged | {again:.1f} | {again / args.files * 1000:.2f} ms | – |",
             "", "| target | measured | met |", "|---|---|---|",

@@ -189,8 +189,10 @@ def test_a_failed_ingest_leaves_no_new_label(tmp_path: Path, db: Path,
     """A file whose ingest fails after its texts got codes leaves ``labels`` as it was,
     and the next file of the same ingest that prints those texts gets codes that name
     them (no code of the rolled-back transaction is kept)."""
+    from logpipe.ingest import group
     from logpipe.store import Spool
 
+    monkeypatch.setattr(group, "GROUP_FILES", 1)  # a transaction per file
     ingest_paths([SAMPLES / "eras" / "v0.2.15.log"], db)
     before = query(db, f"SELECT * FROM {INTERNAL}.labels ORDER BY 1")
     first, second = tmp_path / "a.log", tmp_path / "b.log"

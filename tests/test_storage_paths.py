@@ -85,6 +85,16 @@ def _messy_folder(root: Path, parts: tuple[str, ...] = (
         "# what we tried\n\nThe decode line read\n\n```\n"
         + (SAMPLES / "eras" / "v0.5.23.log").read_text().splitlines()[-1] + "\n```\n")
     (logs / "todo.txt").write_text("nothing to see here\n")
+    decode = next(line for line in (SAMPLES / "eras" / "v0.5.23.log").read_text()
+                  .splitlines() if "Decode batch" in line)
+    (logs / "chat.txt").write_text(  # a quotation among prose: its runs are taken back
+        "We looked at the server this morning and it was slower than we hoped.\n"
+        f"{decode}\nThe throughput above is lower than the one we measured last week.\n"
+        "Next we will try another setting of the scheduler and compare the two.\n")
+    run = SAMPLES / "real-cpu-levels" / "real-cpu-levels-baseline-r1"
+    (logs / "script-output.log").write_text(  # a server's output and a bench's summary
+        (run / "server.log").read_text()
+        + (run / "bench_console-max_concurrency-1.txt").read_text())
     import gzip
 
     (logs / "old.log.gz").write_bytes(gzip.compress((SAMPLES / "eras" / "v0.5.1.log")
@@ -136,7 +146,8 @@ def test_parallel_and_serial_ingest_are_the_same_tables(
     assert {f.status for f in first.files} >= {"new", "duplicate", "skipped"}
     a = _tables(parallel)
     assert a.keys() == b.keys()
-    assert a["batches"] and a["runs"] and a["rejects"]
+    assert a["batches"] and a["runs"] and a["rejects"] and a["bench_results"]
+    assert any("quoted among" in str(row) for row in a["rejects"])
     for name in a:
         assert a[name] == b[name], name
 

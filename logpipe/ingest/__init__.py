@@ -140,14 +140,18 @@ def ingest_files(files: list[tuple[Path, Path]], db: Store | Path, options: EnvO
                         raise KeyboardInterrupt
                     found.clear()  # (what was found of the last group's files)
                     members = [(*files[i], partial(look, i)) for i in group]
-                    if len(members) == 1 or not _ingest_group(store, members, options,
-                                                              progress, record):
-                        for path, root, a in members:  # (a group that failed: one by one)
-                            if interrupts.requested():
-                                raise KeyboardInterrupt
-                            record(_ingest_file(store, path, root, options, progress, record,
-                                                a()))
-                    store.yield_to_readers()  # a reader waiting sees the files so far
+                    while members:
+                        done = (_ingest_group(store, members, options, progress, record)
+                                if len(members) > 1 else None)
+                        if done is None:  # one file, or a group that failed: one by one
+                            for path, root, a in members:
+                                if interrupts.requested():
+                                    raise KeyboardInterrupt
+                                record(_ingest_file(store, path, root, options, progress,
+                                                    record, a()))
+                            done = len(members)
+                        members = members[done:]
+                        store.yield_to_readers()  # a reader waiting sees the files so far
                 except KeyboardInterrupt:
                     # the file or group being read was rolled back (one transaction each);
                     # the ones before it are committed, and so is one whose commit the
@@ -196,10 +200,12 @@ def ingest_files(files: list[tuple[Path, Path]], db: Store | Path, options: EnvO
 def _ingest_group(store: Store,
                   members: Sequence[tuple[Path, Path, Callable[[], Ahead | None]]],
                   options: EnvOptions, progress: Progress | None,
-                  record: Callable[[FileResult], None]) -> bool:
-    """Small files in one transaction, their rows inserted together at its end.  False
-    when one of them failed: the whole group was rolled back (nothing of it written), and
-    the caller reads each file alone, so that the one that fails fails alone."""
+                  record: Callable[[FileResult], None]) -> int | None:
+    """Small files in one transaction, their rows inserted together at its end.  Returns
+    how many were written: all, or those before a reader came to wait for the database
+    (the group ends there, so that the reader is let in).  None when one of them failed:
+    the whole group was rolled back (nothing of it written), and the caller reads each
+    file alone, so that the one that fails fails alone."""
     results: list[FileResult] = []
     shared = Shared(store)
 
@@ -209,10 +215,12 @@ def _ingest_group(store: Store,
 
     try:
         with store.transaction(on_commit=committed):
-            done = []
+            done: list[FileResult] = []
             for path, root, look in members:
                 if interrupts.requested():
                     raise KeyboardInterrupt
+                if done and store.reader_waiting():
+                    break
                 done.append(_ingest_file(store, path, root, options, progress, record,
                                          look(), shared))
             shared.load()
@@ -225,10 +233,10 @@ def _ingest_group(store: Store,
     except Exception as exc:  # noqa: BLE001 - read again one by one, where it fails alone
         if _is_interrupt(exc):
             raise KeyboardInterrupt from None
-        return False
+        return None
     finally:
         shared.close()
-    return True
+    return len(results)
 
 
 def _ingest_file(store: Store, path: Path, root: Path, options: EnvOptions,

@@ -3,44 +3,42 @@ are written.
 
 A folder of many small logs is bound by per-file work, not by bytes: a small file's parse
 (its one block prepared and finished, ~30 ms of fixed polars work whatever its lines) and
-its writes (~20 statements) used to run one after the other, the second core idle.  Here a
-worker parses the next files while the main thread writes this one.
+its writes (~20 statements) used to run one after the other, the second core idle.  Here
+workers (threads, or processes for many files: :mod:`logpipe.ingest.workers`) parse the
+next files while the ingest writes this one.
 
-Only what cannot depend on the store is done ahead: which kind a file is (its head) and,
-for a plain server log the store has no row for and of at most :data:`AHEAD_BYTES`, its
-whole parse from its first line with a fresh parser.  The ingest uses that parse only when
-its own decision says the file is read from the start (``new`` or ``rewritten``) and the
-file's size, mtime and inode are those the worker saw; otherwise (a moved file, an
-append, a file changed meanwhile) it reads the file itself, as it always did.  The rows
-are those of the same parser code on the same bytes: equal by construction, and pinned
-equal by the tests.
+Only what cannot depend on the store is done ahead: which kind a file is and, for a plain
+server log the store has no row for, of at most
+:data:`~logpipe.ingest.group.SMALL_FILE_BYTES`, its whole parse from its first line with a
+fresh parser.  The ingest uses that parse only when it sees the same kind, its own
+decision says the file is read from the start (``new`` or ``rewritten``) and the file's
+size, mtime and inode are those the worker saw; otherwise (a moved file, an append, a
+file changed meanwhile) it reads the file itself, as it always did.  The rows are those of
+the same parser code on the same bytes: equal by construction, and pinned equal by the
+tests.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from logpipe.engines import engine_for_kind, engines
-from logpipe.ingest.changes import HEAD_HASH_BYTES
+from logpipe.ingest.changes import head_sha
+from logpipe.ingest.group import SMALL_FILE_BYTES
 from logpipe.ingest.workers import Workers
 from logpipe.readers import COMPRESSED_SUFFIXES, is_prose, read_head
 from logpipe.sources import HEAD_BYTES, Source, bench, deep_window, detect
 
 AHEAD_FILES = 16
-WORKERS = 1
+WORKERS = 2
 """Files parsed ahead of the one being written (their rows are held in memory); 0: none,
 every file read by the ingest itself."""
 PROCESS_FILES = 64
 """Files to look at from which the workers are processes rather than threads (a process
 starts in ~1 s: the imports of polars and the parsers)."""
-AHEAD_BYTES = 4 * 1024 * 1024
-"""Larger files are read by the ingest itself, block by block (their own blocks are
-prepared ahead on the second core already)."""
 
 
 def detect_file(path: Path) -> tuple[bytes, Source | None]:
@@ -61,11 +59,6 @@ def detect_file(path: Path) -> tuple[bytes, Source | None]:
         source = next((k for e in engines() for k in e.log_kinds
                        if (k.serves or k.sniff)(text_head)), source)
     return head, source
-
-
-def stat_key(stat: os.stat_result) -> tuple[int, int, int]:
-    """What says a file is still the one parsed ahead."""
-    return stat.st_size, stat.st_mtime_ns, stat.st_ino
 
 
 @dataclass
@@ -90,16 +83,11 @@ def _look(path: Path, keep_text: bool, known_heads: set[str]) -> Ahead:
     if source is None or engine is None:
         return Ahead(source.name if source is not None else None)
     stat = path.stat()
-    if stat.st_size > AHEAD_BYTES or head_sha(head) in known_heads:
+    if stat.st_size > SMALL_FILE_BYTES or head_sha(head) in known_heads:
         return Ahead(source.name)  # (a copy or a moved file: the ingest tells which)
     from logpipe.ingest.logfile import parse_whole
 
     return Ahead(source.name, parse_whole(path, stat, engine, keep_text))
-
-
-def head_sha(head: bytes) -> str:
-    """The hash ``sources.head_sha256`` keeps of a file's head."""
-    return hashlib.sha256(head[:HEAD_HASH_BYTES]).hexdigest()
 
 
 class ParseAhead:
@@ -157,7 +145,8 @@ class ParseAhead:
         if self._pool is None:
             if self._processes:
                 try:
-                    self._pool = Workers(WORKERS, self._heads)
+                    self._pool = Workers(WORKERS, "logpipe.ingest.ahead:look_in_worker",
+                                         self._heads)
                 except OSError:  # (no process to be had: threads)
                     self._processes = False
             if self._pool is None:

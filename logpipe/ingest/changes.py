@@ -19,6 +19,16 @@ HEAD_HASH_BYTES = 4096
 TAIL_HASH_BYTES = 1 << 20
 
 
+def head_sha(head: bytes) -> str:
+    """The hash ``sources.head_sha256`` keeps of a file's head."""
+    return hashlib.sha256(head[:HEAD_HASH_BYTES]).hexdigest()
+
+
+def stat_key(stat: os.stat_result) -> tuple[int, int, int]:
+    """Size, mtime and inode: what says a file is still the one read."""
+    return stat.st_size, stat.st_mtime_ns, stat.st_ino
+
+
 def same_stat(known: dict[str, Any] | None, stat: os.stat_result) -> bool:
     """A server log whose size and mtime are those of its ``sources`` row, on the same
     inode where the row has one: unchanged, not re-read."""

@@ -13,15 +13,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from logpipe.ingest.ahead import AHEAD_BYTES
 from logpipe.store import Spool, Store
+
+SMALL_FILE_BYTES = 4 * 1024 * 1024
+"""A small file: parsed ahead (:mod:`logpipe.ingest.ahead`) and written in a group.  A
+larger one is read by the ingest itself, block by block (its blocks are prepared ahead on
+the second core already), in a transaction of its own."""
 
 GROUP_FILES = 100
 """Small files written in one transaction (their rows inserted together, a statement per
 table rather than per table per file)."""
 GROUP_BYTES = 8 * 1024 * 1024
-"""Bytes of the files of one group at most; a file larger than :data:`AHEAD_BYTES` is
+"""Bytes of the files of one group at most; a file larger than :data:`SMALL_FILE_BYTES` is
 written alone."""
 
 
@@ -34,13 +39,13 @@ def groups(files: list[tuple[Path, Path]]) -> Iterator[list[int]]:
             n = path.stat().st_size
         except OSError:
             n = 0  # (it fails alone, as it did)
-        if n > AHEAD_BYTES or len(group) >= GROUP_FILES or size + n > GROUP_BYTES:
+        if n > SMALL_FILE_BYTES or len(group) >= GROUP_FILES or size + n > GROUP_BYTES:
             if group:
                 yield group
             group, size = [], 0
         group.append(i)
         size += n
-        if n > AHEAD_BYTES:
+        if n > SMALL_FILE_BYTES:
             yield group
             group, size = [], 0
     if group:
@@ -49,13 +54,19 @@ def groups(files: list[tuple[Path, Path]]) -> Iterator[list[int]]:
 
 class Shared:
     """What the files of one transaction share (:func:`logpipe.ingest.ingest_files`
-    writes a group of small files at once): their rows, held until the group's end, and
-    the names of runs."""
+    writes a group of small files at once): their rows and their new runs, held until
+    the group's end (:meth:`load`), and the names of runs."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
         self.spool = Spool(store, shape_late=True)
         """Every table's rows of the group's files, loaded by :meth:`load`."""
+        self.new_runs: dict[str, list[tuple[Any, ...]]] = {}
+        """Runs first seen, by engine (:meth:`Store.add_runs`' rows)."""
+        self.widened: list[tuple[Any, ...]] = []
+        """Runs whose span and era later lines widened (:meth:`Store.widen_run`)."""
+        self.facts: list[tuple[str, dict[str, Any]]] = []
+        """What launch lines said of runs (:meth:`Store.update_runs`), after them."""
         self._taken: set[str] | None = None
         self.envs: list[tuple[str, list[Path], str]] = []
         """``(file, its manifests, their key)`` of the files whose runs' environments are
@@ -67,7 +78,20 @@ class Shared:
             self._taken = {str(n) for (n,) in self.store.all("SELECT name FROM runs")}
         return self._taken
 
+    def write_runs(self) -> None:
+        """The runs held into ``runs`` (before anything reads them)."""
+        for engine, rows in self.new_runs.items():
+            self.store.add_runs(rows, engine=engine)
+        self.new_runs.clear()
+        for widened in self.widened:
+            self.store.widen_run(*widened)
+        self.widened.clear()
+        self.store.update_runs(self.facts)
+        self.facts.clear()
+
     def load(self) -> None:
+        """Everything held into its table."""
+        self.write_runs()
         self.spool.load()
 
     def close(self) -> None:

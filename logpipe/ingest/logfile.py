@@ -14,7 +14,7 @@ import hashlib
 import io
 import os
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -26,9 +26,14 @@ import polars as pl
 
 from logpipe.engines import Engine
 from logpipe.engines.parsing import Chunk, Era, LogParser, RunSeen
-from logpipe.ingest.ahead import head_sha, stat_key
 from logpipe.ingest.base import IN_LOG, PARSER_VERSION, FileResult, Progress
-from logpipe.ingest.changes import TAIL_HASH_BYTES, decide, record_log_source
+from logpipe.ingest.changes import (
+    TAIL_HASH_BYTES,
+    decide,
+    head_sha,
+    record_log_source,
+    stat_key,
+)
 from logpipe.ingest.group import Shared
 from logpipe.ingest.walk import unique_run_name
 from logpipe.readers import line_blocks, lines_at, open_binary, skip_to
@@ -108,7 +113,7 @@ def read_log(store: Store, path: Path, key: str, kind: str, head: bytes, engine:
                 skip_to(fh, path, offset)
         res = FileResult(key, status, kind=kind)
         runs = RunBook(store, path, key, engine.name, parser,
-                       shared.taken if shared is not None else None,
+                       shared,
                        known=existing is not None or not unknown)
         rejected = int(existing["rejected"] or 0) if existing else 0
         noise = int(existing["noise_lines"] or 0) if existing else 0
@@ -144,6 +149,8 @@ def read_log(store: Store, path: Path, key: str, kind: str, head: bytes, engine:
                 if shared is not None:
                     shared.load()  # the rows of the runs taken back are in their tables
                 rejected += _unmake_quoted_runs(store, path, key, runs, res, reason)
+        if shared is not None and consoles.pending:
+            shared.write_runs()  # (the summaries are linked to the runs they follow)
         n = consoles.write(store, key)
         if n:
             res.rows["bench_results"] = n
@@ -283,6 +290,11 @@ class ConsoleSummaries:
                 self.found.append((line_no, bytes(chunk)))
             pos = block.find(self.BANNER, pos + len(self.BANNER))
 
+    @property
+    def pending(self) -> bool:
+        """Whether a summary was found (:meth:`write` has rows to write)."""
+        return bool(self.found) or self._open is not None
+
     def write(self, store: Store, key: str) -> int:
         if self._open is not None:
             self.found.append((self._open[0], bytes(self._open[1])))
@@ -315,12 +327,12 @@ class RunBook:
     run per block cost ~1 s per GB)."""
 
     def __init__(self, store: Store, path: Path, key: str, engine: str,
-                 parser: LogParser, taken: Callable[[], set[str]] | None = None,
+                 parser: LogParser, shared: Shared | None = None,
                  known: bool = True) -> None:
         self.store = store
-        self._shared_taken = taken
-        """The names in the database, as the group of files in this transaction keeps
-        them (None: read here when a run is first made)."""
+        self.shared = shared
+        """The group of files in this transaction: the names in the database as it keeps
+        them, and the runs it writes at its end (None: read and written here)."""
         self._names: list[str] = []
         self.path = path
         self.key = key
@@ -353,7 +365,7 @@ class RunBook:
 
     def _new_name(self, seq: int) -> str:
         if self._taken is None:  # every name in the database, once (not a query a run)
-            self._taken = (self._shared_taken() if self._shared_taken is not None else
+            self._taken = (self.shared.taken() if self.shared is not None else
                            {str(n) for (n,) in self.store.all("SELECT name FROM runs")})
         name = unique_run_name(self.path, seq, self._taken)
         self._names.append(name)
@@ -381,13 +393,22 @@ class RunBook:
     def flush(self) -> None:
         """Write the runs first seen, then the spans and eras that blocks widened, then
         what the launch lines said, since the last flush."""
-        self.store.add_runs(self._new, engine=self.engine)
+        if self.shared is not None:  # written at the group's end, all at once
+            self.shared.new_runs.setdefault(self.engine, []).extend(self._new)
+        else:
+            self.store.add_runs(self._new, engine=self.engine)
         self._new.clear()
         for rid, (first, last) in self._spans.items():
             label, mask = self._eras[rid]
-            self.store.widen_run(rid, first, last, label, mask)
+            if self.shared is not None:
+                self.shared.widened.append((rid, first, last, label, mask))
+            else:
+                self.store.widen_run(rid, first, last, label, mask)
         self._spans.clear()
-        self.store.update_runs(self._facts)
+        if self.shared is not None:
+            self.shared.facts.extend(self._facts)
+        else:
+            self.store.update_runs(self._facts)
         self._facts.clear()
 
 

@@ -42,10 +42,11 @@ def _receive(fh: IO[bytes]) -> Any:
 
 
 class Workers:
-    """``n`` worker processes; :meth:`submit` gives a request to the one with the fewest
-    waiting.  ``setup`` is sent to each first (what every request needs)."""
+    """``n`` worker processes that call the function ``spec`` (``module:function``) with
+    ``setup`` and each request's arguments; :meth:`submit` gives a request to the one with
+    the fewest waiting."""
 
-    def __init__(self, n: int, setup: Any) -> None:
+    def __init__(self, n: int, spec: str, setup: Any) -> None:
         root = str(Path(__file__).resolve().parents[2])  # (where this logpipe is imported
         path = os.environ.get("PYTHONPATH")               # from, for a source checkout)
         env = {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else "")}
@@ -60,7 +61,7 @@ class Workers:
                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
                 start_new_session=True)  # (Ctrl-C is the ingest's: it stops the workers)
             assert proc.stdin is not None
-            _send(proc.stdin, setup)
+            _send(proc.stdin, (spec, setup))
             self._procs.append(proc)
             self._waiting.append({})
             reader = threading.Thread(target=self._read, args=(k,), daemon=True,
@@ -123,12 +124,14 @@ class Workers:
 
 
 def main() -> None:
-    """A worker: the setup, then ``(ident, args)`` requests until the input ends."""
-    from logpipe.ingest import ahead
+    """A worker: the function and its setup, then ``(ident, args)`` requests until the
+    input ends."""
+    from logpipe.sources import load
 
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # (nothing else may write to the results' stream)
-    setup = _receive(stdin)
+    spec, setup = _receive(stdin)
+    function = load(spec)
     while True:
         try:
             ident, args = _receive(stdin)
@@ -136,7 +139,7 @@ def main() -> None:
             return
         reply: tuple[int, bool, Any]
         try:
-            reply = (ident, True, ahead.look_in_worker(setup, *args))
+            reply = (ident, True, function(setup, *args))
         except Exception as exc:  # noqa: BLE001 - the ingest reads the file itself
             reply = (ident, False, f"{type(exc).__name__}: {exc}")
         _send(stdout, reply)

@@ -111,6 +111,8 @@ class Connection:
         self._next_source_id: int | None = None
         """The next free ``source_id`` within the open transaction (asked once)."""
         self._in_transaction = False
+        self._heads: set[str] | None = None
+        """Every ``head_sha256`` the store may hold (a superset: one rolled back stays)."""
         self._labels: dict[str, int] | None = None
         """``label_id`` of every text in ``labels`` (read once; a rollback may undo new
         ones, and then it is read again)."""
@@ -123,6 +125,10 @@ class Connection:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def reader_waiting(self) -> bool:
+        """Whether a reader waits for the file (:meth:`yield_to_readers` would let it in)."""
+        return readers_waiting(self.path).exists()
 
     def yield_to_readers(self, wait_s: float = 5.0) -> bool:
         """Between two transactions of a writer: when a reader waits for the file (its

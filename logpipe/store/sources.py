@@ -81,7 +81,17 @@ class SourceRows(Connection):
             f"SELECT head_sha256 FROM {INTERNAL}.source_generations"))
         return paths, heads
 
+    def _may_hold_head(self, head_sha256: str) -> bool:
+        """Whether a file or ended generation with this head may be in the store: the
+        heads are read once (then kept, every new one added as it is written), so that a
+        folder of new files is not a query per file to find that none is a copy."""
+        if self._heads is None:
+            self._heads = self.known_files()[1]
+        return head_sha256 in self._heads
+
     def sources_with_head(self, head_sha256: str) -> list[dict[str, Any]]:
+        if not self._may_hold_head(head_sha256):
+            return []
         cur = self.con.execute("SELECT * FROM sources WHERE head_sha256 = ?", [head_sha256])
         names = [d[0] for d in cur.description]
         return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
@@ -106,6 +116,8 @@ class SourceRows(Connection):
     def end_generation(self, source: dict[str, Any]) -> None:
         """A truncated file: keep what its ending generation held (its ``sources`` row),
         so that a rotated copy of it is known as already read."""
+        if self._heads is not None and source.get("head_sha256") is not None:
+            self._heads.add(str(source["head_sha256"]))
         self.con.execute(
             f"INSERT INTO {INTERNAL}.source_generations VALUES (?, ?, ?, ?, ?, ?, now())",
             [source["path"], int(source.get("generations") or 0), source["head_sha256"],
@@ -113,12 +125,16 @@ class SourceRows(Connection):
 
     def generations_with_head(self, head_sha256: str) -> list[tuple[Any, ...]]:
         """``(path, generation, bytes_ingested, tail_sha256)`` of ended generations."""
+        if not self._may_hold_head(head_sha256):
+            return []
         return self.all("SELECT path, generation, bytes_ingested, tail_sha256 FROM "
                         f"{INTERNAL}.source_generations WHERE head_sha256 = ?", [head_sha256])
 
     def upsert_source(self, row: dict[str, Any]) -> None:
         """Write the ``sources`` row of a file read now (its ``source_id`` kept)."""
         self.source_id(row["path"])
+        if self._heads is not None and row.get("head_sha256") is not None:
+            self._heads.add(str(row["head_sha256"]))
         cols = [c for c in row if c != "path"]
         self.con.execute(
             f"UPDATE sources SET {', '.join(f'{c} = ?' for c in cols)} WHERE path = ?",
