@@ -123,11 +123,16 @@ def read_log(store: Store, path: Path, key: str, kind: str, head: bytes, engine:
             progress(min(offset, stat.st_size))
         consoles = ConsoleSummaries()
         with (Spool(store) if shared is None else nullcontext(shared.spool)) as spool, \
-                ThreadPoolExecutor(max_workers=AHEAD) as ahead, \
-                ThreadPoolExecutor(max_workers=1) as hashing:
+                (ThreadPoolExecutor(max_workers=AHEAD) if parsed is None  # (a small file
+                 else nullcontext(None)) as ahead, \
+                (ThreadPoolExecutor(max_workers=1) if parsed is None  # parsed ahead:
+                 else nullcontext(None)) as hashing:  # no thread started for it)
             for block, first_line_no, chunk in (
                     _chunks(fh, parser, ahead) if parsed is None else parsed.blocks):
-                hashing.submit(hasher.update, block)  # in order, off the main thread
+                if hashing is not None:
+                    hashing.submit(hasher.update, block)  # in order, off the main thread
+                else:
+                    hasher.update(block)
                 tail = (block[-TAIL_HASH_BYTES:] if len(block) >= TAIL_HASH_BYTES
                         else (tail + block)[-TAIL_HASH_BYTES:])
                 offset += len(block)
