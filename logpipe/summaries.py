@@ -115,15 +115,21 @@ def fold_ranges(store: Store, files: list[tuple[str, int]]) -> None:
     merged = ", ".join(
         _COMBINE.get(c, "least(k.{c}, n.{c})").format(c=c) + f" AS {c}" for c in _RANGE_COLUMNS)
     paths, afters = [p for p, _ in files], [a for _, a in files]
-    rows = store.all(
-        f"SELECT n.run_id, {merged} FROM run_batch_ranges_of(?, ?) n "
+    # (in the database, not through Python: a folder of 10,000 small logs has as many
+    # runs, and an insert of them row by row took seconds)
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE _folded AS SELECT n.run_id, {merged} "
+        "FROM run_batch_ranges_of(?, ?) n "
         "LEFT JOIN logpipe_internal.run_batch_ranges_cache k USING (run_id)",
         [paths, afters])
-    if rows:
+    try:
         con.execute("DELETE FROM logpipe_internal.run_batch_ranges_cache WHERE run_id IN "
-                    "(SELECT unnest(?))", [[r[0] for r in rows]])
-        con.executemany("INSERT INTO logpipe_internal.run_batch_ranges_cache VALUES "
-                        f"({', '.join('?' for _ in rows[0])})", rows)
+                    "(SELECT run_id FROM _folded)")
+        con.execute("INSERT INTO logpipe_internal.run_batch_ranges_cache "
+                    f"(run_id, {', '.join(_RANGE_COLUMNS)}) "
+                    f"SELECT run_id, {', '.join(_RANGE_COLUMNS)} FROM _folded")
+    finally:
+        con.execute("DROP TABLE IF EXISTS _folded")
 
 
 _RANGES_DRIFT_SQL = """

@@ -305,3 +305,25 @@ def test_a_footnote_quoting_one_whole_decode_line_is_read(tmp_path: Path) -> Non
     rows = dict(query(db, "SELECT source_path, count(*) FROM batches GROUP BY 1"))
     assert {Path(p).name: n for p, n in rows.items()} == {"footnote.md": 1, "fenced.md": 1}
     assert query(db, "SELECT count(*) FROM rejects") == [(0,)]
+
+
+def test_the_overlap_sweep_finds_what_the_pairs_find() -> None:
+    """Which files' runs overlap another file's in time, found by a sweep (the join of
+    every run with every run is quadratic in a folder of one day): the same files as the
+    pairs, on random spans with touching ends, nested spans and files of several runs."""
+    import random
+    from datetime import datetime, timedelta
+
+    from logpipe.ingest.copies import _overlapping
+
+    rnd = random.Random(7)
+    base = datetime(2026, 1, 1)
+    for _ in range(300):
+        spans = []
+        for _ in range(rnd.randint(1, 12)):
+            a = rnd.randint(0, 40)
+            spans.append((rnd.randint(1, 5), base + timedelta(seconds=a),
+                          base + timedelta(seconds=a + rnd.choice([0, 1, 3, 10]))))
+        pool = [r for r in spans if rnd.random() < 0.7]
+        pairs = {n for n, a, b in spans for m, c, d in pool if m != n and c <= b and d >= a}
+        assert _overlapping(spans, pool) == pairs
