@@ -301,10 +301,14 @@ def test_a_reader_during_an_ingest_sees_the_last_committed_state(tmp_path: Path,
 
     logs = tmp_path / "logs"
     source = (SAMPLES / "eras" / "v0.5.23.log").read_text()
-    for n in range(40):  # one file after another, each its own transaction
+    FILES = 300  # (an ingest of small files takes ~10 ms each: enough to come in between)
+    for n in range(FILES):  # one file (or a group of them) after another
         folder = logs / f"node-{n:02d}"
         folder.mkdir(parents=True)
-        (folder / "server.log").write_text(f"node {n} starting\n" + source)
+        # (a day each: the same records on one day would make every file a copy)
+        day = f"2026-{1 + n // 28:02d}-{1 + n % 28:02d}"
+        (folder / "server.log").write_text(f"node {n} starting\n"
+                                           + source.replace("2026-03-01", day))
     env = {**os.environ, "LOGPIPE_LOCK_WAIT": "120"}
     ingest = subprocess.Popen([sys.executable, "-m", "logpipe.cli", "ingest", str(logs),
                                "--db", str(db)], stdout=subprocess.PIPE,
@@ -327,8 +331,8 @@ def test_a_reader_during_an_ingest_sees_the_last_committed_state(tmp_path: Path,
     assert reader.returncode == 0, reader.stderr
     seen = int(reader.stdout.splitlines()[1])
     assert still_ingesting, "the ingest ended before the reader got in: no test"
-    assert 0 < seen < 40
-    assert query(db, "SELECT count(*) FROM sources") == [(40,)]
+    assert 0 < seen < FILES
+    assert query(db, "SELECT count(*) FROM sources") == [(FILES,)]
     assert not Path(f"{db}.readers-waiting").exists()
 
 

@@ -300,12 +300,14 @@ def _ingest_one(store: Store, path: Path, key: str, root: Path, options: EnvOpti
                         else:  # it reads the file's rows: once they are in their tables
                             shared.envs.append((key, manifests, env_key))
             elif source.reader is not None:
+                store.flush_sources()  # (a reader's queries may join any file's row)
                 res = load(source.reader)(store, path, key, options)
                 if progress:
                     progress(path.stat().st_size)
             elif source.parse is not None:
                 from logpipe.ingest.records import ingest_records
 
+                store.flush_sources()
                 res = ingest_records(store, path, key, source, options)
                 if progress:
                     progress(path.stat().st_size)

@@ -91,6 +91,7 @@ class Shared:
 
     def load(self) -> None:
         """Everything held into its table."""
+        self.store.flush_sources()
         self.write_runs()
         self.spool.load()
 

@@ -89,7 +89,7 @@ def read_log(store: Store, path: Path, key: str, kind: str, head: bytes, engine:
     head_hash = head_sha(head)
     status, existing, detail = decide(store, path, key, stat, head_hash, replace, unknown)
     if status == "new" and unknown:
-        store.new_source_id(key)
+        store.new_source_id(key, defer=shared is not None)
     if status in ("duplicate", "changed"):
         return FileResult(key, status, kind=kind, detail=detail)
     if parsed is not None and (existing is not None or parsed.stat != stat_key(stat)):

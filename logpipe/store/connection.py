@@ -111,6 +111,10 @@ class Connection:
         self._next_source_id: int | None = None
         """The next free ``source_id`` within the open transaction (asked once)."""
         self._in_transaction = False
+        self._pending_sources: dict[str, dict[str, Any]] = {}
+        """``sources`` rows of new files made within the open transaction and not yet
+        written (:meth:`SourceRows.new_source_id` with ``defer``): written by the first
+        read, or at the commit."""
         self._heads: set[str] | None = None
         """Every ``head_sha256`` the store may hold (a superset: one rolled back stays)."""
         self._labels: dict[str, int] | None = None
@@ -190,6 +194,17 @@ class Connection:
             yield
         except BaseException:
             self._in_transaction = False
+            self._pending_sources.clear()
+            self._source_ids.clear()
+            self._next_source_id = None
+            self._labels = None
+            self.con.execute("ROLLBACK")
+            raise
+        try:
+            self._before_read()  # (rows held back are written before the commit)
+        except BaseException:
+            self._in_transaction = False
+            self._pending_sources.clear()
             self._source_ids.clear()
             self._next_source_id = None
             self._labels = None
@@ -208,11 +223,16 @@ class Connection:
     def one(self, sql: str, params: list[Any] | None = None) -> tuple[Any, ...] | None:
         """First row or None.  Fetches everything: an unfinished result would block
         ``con.sql()`` (DuckDB 2.0)."""
+        self._before_read()
         rows = self.con.execute(sql, params or []).fetchall()
         return rows[0] if rows else None
 
     def all(self, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
+        self._before_read()
         return self.con.execute(sql, params or []).fetchall()
+
+    def _before_read(self) -> None:
+        """Write what is held back, so that a read sees it (:class:`SourceRows`)."""
 
     def columns(self, table: str, schema: str = "main") -> list[tuple[str, str]]:
         """``(name, type)`` of a table or view of ``schema``, in order."""

@@ -35,11 +35,41 @@ class SourceRows(Connection):
                 self._source_ids[str(path)] = int(sid)
         return {p: self.source_id(p) for p in paths}
 
-    def new_source_id(self, path: str) -> int:
+    def new_source_id(self, path: str, defer: bool = False) -> int:
         """The ``source_id`` of a file the caller knows has no ``sources`` row: its row is
-        made now (completed by :meth:`upsert_source`)."""
+        made now (completed by :meth:`upsert_source`), or with ``defer`` held back and
+        written, completed, by the next read or the commit (a group of small files:
+        one statement for all their rows, not two each)."""
+        if defer and self._in_transaction:
+            if self._next_source_id is None:
+                self._next_source_id = self._free_source_id()
+            new = self._next_source_id
+            self._next_source_id += 1
+            self._pending_sources[path] = {"path": path, "kind": "pending", "source_id": new}
+            self._source_ids[path] = new
+            return new
         self._source_ids[path] = self._add_source(path, None)
         return self._source_ids[path]
+
+    def _free_source_id(self) -> int:
+        (new,) = self.one("SELECT coalesce(max(source_id), 0) + 1 FROM sources") or (1,)
+        return int(new)
+
+    def _before_read(self) -> None:
+        if self._pending_sources:
+            self.flush_sources()
+
+    def flush_sources(self) -> None:
+        """Write the ``sources`` rows held back, in one statement."""
+        rows, self._pending_sources = list(self._pending_sources.values()), {}
+        if not rows:
+            return
+        types = dict(self.columns("sources"))
+        cols = [c for c in types if any(c in r for r in rows)]
+        self.con.execute(
+            f"INSERT INTO sources ({', '.join(cols)}) SELECT "
+            + ", ".join(f"unnest(?::{types[c]}[])" for c in cols),
+            [[r.get(c) for r in rows] for c in cols])
 
     def _find_or_add_source_id(self, path: str) -> int:
         row = self.one("SELECT source_id FROM sources WHERE path = ?", [path])
@@ -51,8 +81,7 @@ class SourceRows(Connection):
         """A new ``source_id`` for ``path`` (``row``: its row, which has none; None: no
         row).  The next free integer is asked once a transaction."""
         if self._next_source_id is None:
-            (new,) = self.one("SELECT coalesce(max(source_id), 0) + 1 FROM sources") or (1,)
-            self._next_source_id = int(new)
+            self._next_source_id = self._free_source_id()
         new = self._next_source_id
         # (kept within a transaction only: outside one, another writer may come between)
         self._next_source_id = new + 1 if self._in_transaction else None
@@ -64,6 +93,7 @@ class SourceRows(Connection):
         return new
 
     def source(self, path: str) -> dict[str, Any] | None:
+        self._before_read()
         cur = self.con.execute("SELECT * FROM sources WHERE path = ?", [path])
         rows = cur.fetchall()
         if not rows:
@@ -92,12 +122,14 @@ class SourceRows(Connection):
     def sources_with_head(self, head_sha256: str) -> list[dict[str, Any]]:
         if not self._may_hold_head(head_sha256):
             return []
+        self._before_read()
         cur = self.con.execute("SELECT * FROM sources WHERE head_sha256 = ?", [head_sha256])
         names = [d[0] for d in cur.description]
         return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
 
     def delete_source(self, path: str) -> None:
         """Remove every row that came from ``path`` (a rewritten file is re-read whole)."""
+        self._before_read()
         self._source_ids.pop(path, None)
         row = self.one("SELECT source_id FROM sources WHERE path = ?", [path])
         if row is not None and row[0] is not None:
@@ -109,6 +141,7 @@ class SourceRows(Connection):
 
     def move_source(self, old: str, new: str) -> None:
         """Re-point a moved (rotated) file's rows to its new path: one row of ``sources``."""
+        self._before_read()
         self._source_ids.pop(old, None)
         self._source_ids.pop(new, None)
         self.con.execute("UPDATE sources SET path = ? WHERE path = ?", [new, old])
@@ -135,6 +168,10 @@ class SourceRows(Connection):
         self.source_id(row["path"])
         if self._heads is not None and row.get("head_sha256") is not None:
             self._heads.add(str(row["head_sha256"]))
+        held = self._pending_sources.get(row["path"])
+        if held is not None:  # written with the others held back
+            held.update(row)
+            return
         cols = [c for c in row if c != "path"]
         self.con.execute(
             f"UPDATE sources SET {', '.join(f'{c} = ?' for c in cols)} WHERE path = ?",
@@ -146,6 +183,7 @@ class SourceRows(Connection):
         from (one statement)."""
         if not keys:
             return
+        self._before_read()
         self.con.execute(
             "UPDATE sources SET env_key = v.k FROM (SELECT unnest(?::VARCHAR[]) AS p, "
             "unnest(?::VARCHAR[]) AS k) v WHERE path = v.p AND env_key IS DISTINCT FROM v.k",
