@@ -192,15 +192,6 @@ class Connection:
         self._in_transaction = True
         try:
             yield
-        except BaseException:
-            self._in_transaction = False
-            self._pending_sources.clear()
-            self._source_ids.clear()
-            self._next_source_id = None
-            self._labels = None
-            self.con.execute("ROLLBACK")
-            raise
-        try:
             self._before_read()  # (rows held back are written before the commit)
         except BaseException:
             self._in_transaction = False
