@@ -133,6 +133,7 @@ def ingest_files(files: list[tuple[Path, Path]], db: Store | Path, options: EnvO
                 found[i] = ahead.take(i)
             return found[i]
 
+        store.keep_sources()
         try:
             for group in groups(files):
                 try:
@@ -162,6 +163,7 @@ def ingest_files(files: list[tuple[Path, Path]], db: Store | Path, options: EnvO
                     raise IngestInterrupted(result) from None
         finally:
             ahead.close()
+            store.keep_sources(False)
         try:
             with store.transaction():
                 result.copies = take_back_copies(

@@ -115,6 +115,8 @@ class Connection:
         """``sources`` rows of new files made within the open transaction and not yet
         written (:meth:`SourceRows.new_source_id` with ``defer``): written by the first
         read, or at the commit."""
+        self._kept_sources: dict[str, dict[str, Any]] | None = None
+        """``sources`` rows by path, read once (:meth:`SourceRows.keep_sources`)."""
         self._heads: set[str] | None = None
         """Every ``head_sha256`` the store may hold (a superset: one rolled back stays)."""
         self._labels: dict[str, int] | None = None

@@ -85,6 +85,7 @@ class SourceRows(Connection):
         new = self._next_source_id
         # (kept within a transaction only: outside one, another writer may come between)
         self._next_source_id = new + 1 if self._in_transaction else None
+        self._forget_source(path)
         if row is None:
             self.con.execute("INSERT INTO sources (path, kind, source_id) VALUES (?, ?, ?)",
                              [path, "pending", new])
@@ -92,7 +93,25 @@ class SourceRows(Connection):
             self.con.execute("UPDATE sources SET source_id = ? WHERE path = ?", [new, path])
         return new
 
+    def keep_sources(self, keep: bool = True) -> None:
+        """Read every ``sources`` row once and answer :meth:`source` from them until
+        ``keep_sources(False)`` (an ingest of a folder: a query per file was half the
+        time of an unchanged re-ingest).  A row written meanwhile is read again."""
+        self._kept_sources = None
+        if keep:
+            cur = self.con.execute("SELECT * FROM sources")
+            names = [d[0] for d in cur.description]
+            self._kept_sources = {str(r[names.index("path")]): dict(zip(names, r, strict=True))
+                                  for r in cur.fetchall()}
+
+    def _forget_source(self, *paths: str) -> None:
+        if self._kept_sources is not None:
+            for path in paths:
+                self._kept_sources.pop(path, None)
+
     def source(self, path: str) -> dict[str, Any] | None:
+        if self._kept_sources is not None and path in self._kept_sources:
+            return dict(self._kept_sources[path])
         self._before_read()
         cur = self.con.execute("SELECT * FROM sources WHERE path = ?", [path])
         rows = cur.fetchall()
@@ -130,6 +149,7 @@ class SourceRows(Connection):
     def delete_source(self, path: str) -> None:
         """Remove every row that came from ``path`` (a rewritten file is re-read whole)."""
         self._before_read()
+        self._forget_source(path)
         self._source_ids.pop(path, None)
         row = self.one("SELECT source_id FROM sources WHERE path = ?", [path])
         if row is not None and row[0] is not None:
@@ -142,6 +162,7 @@ class SourceRows(Connection):
     def move_source(self, old: str, new: str) -> None:
         """Re-point a moved (rotated) file's rows to its new path: one row of ``sources``."""
         self._before_read()
+        self._forget_source(old, new)
         self._source_ids.pop(old, None)
         self._source_ids.pop(new, None)
         self.con.execute("UPDATE sources SET path = ? WHERE path = ?", [new, old])
@@ -168,6 +189,7 @@ class SourceRows(Connection):
         self.source_id(row["path"])
         if self._heads is not None and row.get("head_sha256") is not None:
             self._heads.add(str(row["head_sha256"]))
+        self._forget_source(row["path"])
         held = self._pending_sources.get(row["path"])
         if held is not None:  # written with the others held back
             held.update(row)
@@ -184,6 +206,7 @@ class SourceRows(Connection):
         if not keys:
             return
         self._before_read()
+        self._forget_source(*(p for p, _ in keys))
         self.con.execute(
             "UPDATE sources SET env_key = v.k FROM (SELECT unnest(?::VARCHAR[]) AS p, "
             "unnest(?::VARCHAR[]) AS k) v WHERE path = v.p AND env_key IS DISTINCT FROM v.k",
