@@ -1,9 +1,13 @@
-"""walk → detect → parse → store, one transaction per file.
+"""walk → detect → parse → store, one transaction per file (consecutive small files:
+one per group of them, a file that fails read again alone).
 
 The parts: :mod:`~logpipe.ingest.walk` (which files), :mod:`~logpipe.ingest.changes`
 (what is new in each), :mod:`~logpipe.ingest.logfile` (the file protocol of a server log),
 :mod:`~logpipe.ingest.records` (files read whole), :mod:`~logpipe.ingest.environment`
-(environments and clocks of runs) and :mod:`~logpipe.ingest.linking` (records to runs).
+(environments and clocks of runs), :mod:`~logpipe.ingest.linking` (records to runs),
+:mod:`~logpipe.ingest.group` (small files written together) and
+:mod:`~logpipe.ingest.ahead` (small new logs parsed ahead, by
+:mod:`~logpipe.ingest.workers`).
 
 :func:`ingest_paths` is the whole job behind ``logpipe ingest``.  For each file it decides
 what is new by comparing the file with its ``sources`` row, as logrotate-aware tailers do
