@@ -129,6 +129,7 @@ def ingest_files(files: list[tuple[Path, Path]], db: Store | Path, options: EnvO
                 result.files.append(res)
 
         keys = [p.resolve() for p, _ in files]
+        store.keep_sources()  # (the rows every file is compared with, read once)
         ahead = ParseAhead(keys, *store.known_files(), options.keep_request_text)
         found: dict[int, Ahead | None] = {}
 
@@ -137,7 +138,6 @@ def ingest_files(files: list[tuple[Path, Path]], db: Store | Path, options: EnvO
                 found[i] = ahead.take(i)
             return found[i]
 
-        store.keep_sources()
         try:
             for group in groups(files):
                 try:

@@ -78,6 +78,18 @@ class Shared:
             self._taken = {str(n) for (n,) in self.store.all("SELECT name FROM runs")}
         return self._taken
 
+    def add_runs(self, rows: list[tuple[Any, ...]], *, engine: str) -> None:
+        """:meth:`Store.add_runs`, at the group's end."""
+        self.new_runs.setdefault(engine, []).extend(rows)
+
+    def widen_run(self, *widened: Any) -> None:
+        """:meth:`Store.widen_run`, at the group's end."""
+        self.widened.append(widened)
+
+    def update_runs(self, facts: list[tuple[str, dict[str, Any]]]) -> None:
+        """:meth:`Store.update_runs`, at the group's end."""
+        self.facts.extend(facts)
+
     def write_runs(self) -> None:
         """The runs held into ``runs`` (before anything reads them)."""
         for engine, rows in self.new_runs.items():

@@ -398,22 +398,14 @@ class RunBook:
     def flush(self) -> None:
         """Write the runs first seen, then the spans and eras that blocks widened, then
         what the launch lines said, since the last flush."""
-        if self.shared is not None:  # written at the group's end, all at once
-            self.shared.new_runs.setdefault(self.engine, []).extend(self._new)
-        else:
-            self.store.add_runs(self._new, engine=self.engine)
+        to = self.shared if self.shared is not None else self.store  # (a group: at its end)
+        to.add_runs(self._new, engine=self.engine)
         self._new.clear()
         for rid, (first, last) in self._spans.items():
             label, mask = self._eras[rid]
-            if self.shared is not None:
-                self.shared.widened.append((rid, first, last, label, mask))
-            else:
-                self.store.widen_run(rid, first, last, label, mask)
+            to.widen_run(rid, first, last, label, mask)
         self._spans.clear()
-        if self.shared is not None:
-            self.shared.facts.extend(self._facts)
-        else:
-            self.store.update_runs(self._facts)
+        to.update_runs(self._facts)
         self._facts.clear()
 
 

@@ -56,13 +56,17 @@ class Workers:
         self._waiting: list[dict[int, Future[Any]]] = []
         self._readers: list[threading.Thread] = []
         for k in range(n):
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "logpipe.ingest.workers"], stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
-                start_new_session=True)  # (Ctrl-C is the ingest's: it stops the workers)
-            assert proc.stdin is not None
-            _send(proc.stdin, (spec, setup))
-            self._procs.append(proc)
+            try:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "logpipe.ingest.workers"], stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+                    start_new_session=True)  # (Ctrl-C is the ingest's: it stops them)
+                self._procs.append(proc)
+                assert proc.stdin is not None
+                _send(proc.stdin, (spec, setup))
+            except OSError:
+                self.shutdown(wait=False)  # (those started end with their input)
+                raise
             self._waiting.append({})
             reader = threading.Thread(target=self._read, args=(k,), daemon=True,
                                       name=f"logpipe-worker-{k}")

@@ -41,19 +41,22 @@ class SourceRows(Connection):
         written, completed, by the next read or the commit (a group of small files:
         one statement for all their rows, not two each)."""
         if defer and self._in_transaction:
-            if self._next_source_id is None:
-                self._next_source_id = self._free_source_id()
-            new = self._next_source_id
-            self._next_source_id += 1
+            new = self._take_source_id()
             self._pending_sources[path] = {"path": path, "kind": "pending", "source_id": new}
             self._source_ids[path] = new
             return new
         self._source_ids[path] = self._add_source(path, None)
         return self._source_ids[path]
 
-    def _free_source_id(self) -> int:
-        (new,) = self.one("SELECT coalesce(max(source_id), 0) + 1 FROM sources") or (1,)
-        return int(new)
+    def _take_source_id(self) -> int:
+        """The next free ``source_id``, asked once a transaction (outside one, every
+        time: another writer may come between)."""
+        if self._next_source_id is None:
+            (free,) = self.one("SELECT coalesce(max(source_id), 0) + 1 FROM sources") or (1,)
+            self._next_source_id = int(free)
+        new = self._next_source_id
+        self._next_source_id = new + 1 if self._in_transaction else None
+        return new
 
     def _before_read(self) -> None:
         if self._pending_sources:
@@ -79,12 +82,8 @@ class SourceRows(Connection):
 
     def _add_source(self, path: str, row: tuple[Any, ...] | None) -> int:
         """A new ``source_id`` for ``path`` (``row``: its row, which has none; None: no
-        row).  The next free integer is asked once a transaction."""
-        if self._next_source_id is None:
-            self._next_source_id = self._free_source_id()
-        new = self._next_source_id
-        # (kept within a transaction only: outside one, another writer may come between)
-        self._next_source_id = new + 1 if self._in_transaction else None
+        row)."""
+        new = self._take_source_id()
         self._forget_source(path)
         if row is None:
             self.con.execute("INSERT INTO sources (path, kind, source_id) VALUES (?, ?, ?)",
@@ -99,10 +98,15 @@ class SourceRows(Connection):
         time of an unchanged re-ingest).  A row written meanwhile is read again."""
         self._kept_sources = None
         if keep:
+            self._before_read()
             cur = self.con.execute("SELECT * FROM sources")
             names = [d[0] for d in cur.description]
             self._kept_sources = {str(r[names.index("path")]): dict(zip(names, r, strict=True))
                                   for r in cur.fetchall()}
+            if self._heads is None:  # (the same rows: not read again for their heads)
+                self._heads = {str(r["head_sha256"]) for r in self._kept_sources.values()}
+                self._heads.update(str(h) for (h,) in self.all(
+                    f"SELECT head_sha256 FROM {INTERNAL}.source_generations"))
 
     def _forget_source(self, *paths: str) -> None:
         if self._kept_sources is not None:
@@ -121,7 +125,9 @@ class SourceRows(Connection):
 
     def known_files(self) -> tuple[set[str], set[str]]:
         """The path of every file the store has a row for, and the head hash of every file
-        and ended generation it read."""
+        and ended generation it read (from the rows kept by :meth:`keep_sources`)."""
+        if self._kept_sources is not None and self._heads is not None:
+            return set(self._kept_sources), set(self._heads)
         paths, heads = set(), set()
         for path, head in self.all("SELECT path, head_sha256 FROM sources"):
             paths.add(str(path))
