@@ -29,19 +29,19 @@ FROM runs r JOIN logpipe_internal.run_summary_cache c USING (run_id)
 """
 """``run_summary`` from the cache (complete after :func:`refresh`)."""
 
-def _computed_sql(rid: str, where: str) -> str:
+def _computed_sql(args: str, where: str) -> str:
     return f"""
 SELECT {_RUN_COLUMNS}, coalesce(s.decode_lines, 0) AS decode_lines,
        coalesce(s.steady_decode_lines, 0) AS steady_decode_lines,
        {", ".join("s." + s for s in STATS[2:])}
-FROM runs r LEFT JOIN run_summary_stats({rid}) s USING (run_id) WHERE {where}
+FROM runs r LEFT JOIN run_summary_stats_of({args}) s USING (run_id) WHERE {where}
 """
 
 
-ONE_RUN_SQL = _computed_sql("?", "r.run_id = ?")
+ONE_RUN_SQL = _computed_sql("?, NULL", "r.run_id = ?")
 """``run_summary``'s row of one run, computed now (parameters: the run id, twice)."""
 
-_MANY_RUNS_SQL = _computed_sql("NULL", "r.run_id IN (SELECT unnest(?))")
+_MANY_RUNS_SQL = _computed_sql("NULL, NULL", "r.run_id IN (SELECT unnest(?))")
 """The rows of several runs in one pass (parameter: the run ids).  The macro's cost is
 mostly fixed: every run of a fresh ingest in one pass takes about what two take one by one,
 while a few runs of a large database are cheaper alone."""
@@ -60,6 +60,17 @@ def stale(store: Store) -> list[tuple[str, str]]:
         [rules_key(), rules_key()])]
 
 
+def current(store: Store, run_ids: list[str]) -> bool:
+    """Whether the statistics and counts ingest kept of every run in ``run_ids`` are those
+    of its lines now (under these rules)."""
+    (fresh,) = store.one(
+        "SELECT count(*) FROM run_data_keys k "
+        "JOIN logpipe_internal.run_summary_cache c USING (run_id) "
+        "WHERE k.run_id IN (SELECT unnest(?)) AND c.data_key = k.data_key || '|' || ?",
+        [list(run_ids), rules_key()]) or (0,)
+    return int(fresh) == len(set(run_ids))
+
+
 def rows_of(run_ids: list[str]) -> list[tuple[str, list[object]]]:
     """``(sql, params)`` statements that select ``run_summary``'s rows of ``run_ids``,
     computed now: one pass for many runs, one statement per run for a few."""
@@ -68,23 +79,48 @@ def rows_of(run_ids: list[str]) -> list[tuple[str, list[object]]]:
     return [(ONE_RUN_SQL, [r, r]) for r in run_ids]
 
 
+JUDGED_COLUMNS = ("series", "stratum", "value", "label", "n")
+
+
+def counts_of(run_ids: list[str]) -> list[tuple[str, list[object]]]:
+    """``(sql, params)`` statements that select ``run_judged_counts``' rows of ``run_ids``,
+    computed now: one pass for many runs, one statement per run for a few."""
+    cols = ", ".join(JUDGED_COLUMNS)
+    if len(run_ids) > _ONE_BY_ONE:
+        return [(f"SELECT run_id, {cols} FROM run_judged_counts(NULL) "
+                 "WHERE run_id IN (SELECT unnest(?))", [list(run_ids)])]
+    return [(f"SELECT run_id, {cols} FROM run_judged_counts(?)", [r]) for r in run_ids]
+
+
 def refresh(store: Store) -> int:
-    """Recompute the statistics of stale runs and drop those of runs gone; returns the
-    number recomputed.  Call inside a write transaction or with autocommit."""
+    """Recompute the kept counts and statistics of stale runs (the lines classified once:
+    the statistics come from the counts) and drop those of runs gone; returns the number
+    recomputed.  Call inside a write transaction or with autocommit."""
     todo = stale(store)
-    store.con.execute("DELETE FROM logpipe_internal.run_summary_cache WHERE run_id NOT IN "
-                      "(SELECT run_id FROM runs)")
-    cols = ", ".join(STATS)
+    for table in ("run_summary_cache", "run_judged_cache"):
+        store.con.execute(f"DELETE FROM logpipe_internal.{table} WHERE run_id NOT IN "
+                          "(SELECT run_id FROM runs)")
+    if not todo:
+        return 0
     keys = dict(todo)
-    if todo:
-        store.con.execute("DELETE FROM logpipe_internal.run_summary_cache WHERE run_id IN "
-                          "(SELECT unnest(?))", [list(keys)])
-    for sql, params in rows_of(list(keys)):
+    ids, values = list(keys), list(keys.values())
+    for table in ("run_summary_cache", "run_judged_cache"):
+        store.con.execute(f"DELETE FROM logpipe_internal.{table} WHERE run_id IN "
+                          "(SELECT unnest(?))", [ids])
+    key_of = ("JOIN (SELECT unnest(?::VARCHAR[]) AS run_id, unnest(?::VARCHAR[]) AS key) k "
+              "USING (run_id)")
+    judged = ", ".join(JUDGED_COLUMNS)
+    for sql, params in counts_of(ids):
         store.con.execute(
-            f"INSERT INTO logpipe_internal.run_summary_cache (run_id, data_key, {cols}) "
-            f"SELECT a.run_id, k.key, {', '.join('a.' + c for c in STATS)} FROM ({sql}) a "
-            "JOIN (SELECT unnest(?::VARCHAR[]) AS run_id, unnest(?::VARCHAR[]) AS key) k "
-            "USING (run_id)", [*params, list(keys), list(keys.values())])
+            f"INSERT INTO logpipe_internal.run_judged_cache (run_id, data_key, {judged}) "
+            f"SELECT a.run_id, k.key, {', '.join('a.' + c for c in JUDGED_COLUMNS)} "
+            f"FROM ({sql}) a {key_of}", [*params, ids, values])
+    cols = ", ".join(STATS)
+    store.con.execute(
+        f"INSERT INTO logpipe_internal.run_summary_cache (run_id, data_key, {cols}) "
+        f"SELECT a.run_id, k.key, {', '.join('a.' + c for c in STATS)} "
+        f"FROM ({_computed_sql('NULL, ?', 'r.run_id IN (SELECT unnest(?))')}) a {key_of}",
+        [ids, ids, ids, values])
     return len(todo)
 
 

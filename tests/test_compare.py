@@ -345,6 +345,56 @@ def test_bootstrap_of_long_runs_is_m_out_of_n_and_agrees_with_the_full_one() -> 
     assert abs((fast[0] + fast[1]) - (full[0] + full[1])) < 0.25 * width_full
 
 
+def test_mann_whitney_of_long_runs_from_distinct_values_is_scipys() -> None:
+    """A long run's Mann–Whitney p comes from its distinct values and their counts: scipy's
+    normal approximation with tie and continuity corrections, to rounding, on samples with
+    many ties (throughputs printed to 0-2 decimals), sorted or not, shifted or not."""
+    from scipy.stats import mannwhitneyu
+
+    from logpipe.stats import mannwhitney_p
+
+    rng = np.random.default_rng(11)
+    for trial in range(60):
+        n1, n2 = int(rng.integers(9, 20_000)), int(rng.integers(1001, 20_000))
+        places = trial % 3
+        a = np.round(rng.normal(50, 5, n1), places)
+        b = np.round(rng.normal(50 + rng.normal(0, 0.3), 5, n2), places)
+        if trial % 2:
+            a = np.sort(a)
+        want = float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
+        assert mannwhitney_p(a, b) == pytest.approx(want, rel=1e-9, abs=1e-300)
+    same = np.full(5000, 7.0)
+    assert mannwhitney_p(same, same) == 1.0
+
+
+def test_median_spread_from_distinct_values_draws_what_one_tail_per_sample_draws() -> None:
+    """The long-run bootstrap evaluates the binomial tail once per distinct value instead
+    of once per sample: the medians drawn are exactly those of the tail per sample."""
+    import math
+
+    from scipy.stats import binom
+
+    from logpipe.stats import _log_median_spread
+
+    def per_sample(x: np.ndarray, med: float, seed: int) -> np.ndarray:
+        n = len(x)
+        m = n if n % 2 else n - 1
+        k = (m + 1) // 2
+        xs = np.sort(x)
+        cdf = binom.sf(k - 1, m, np.arange(1, n + 1) / n)
+        rng = np.random.default_rng(seed)
+        idx = np.minimum(np.searchsorted(cdf, rng.random(2000), side="right"), n - 1)
+        return (np.log(xs[idx]) - math.log(med)) * math.sqrt(m / n)
+
+    rng = np.random.default_rng(5)
+    for n, places in ((1500, 0), (4001, 1), (9000, 2), (3000, 6)):
+        x = np.round(rng.gamma(9.0, 6.0, n), places) + 1
+        med = float(np.median(x))
+        got = _log_median_spread(x, med, 2000, np.random.default_rng(n), 1000)
+        assert got is not None
+        np.testing.assert_array_equal(got, per_sample(x, med, n))
+
+
 def test_energy_split_is_the_e_divisive_statistic_of_every_split() -> None:
     """The O(n²) form picks the split the statistic's definition picks, which is
     k(n−k)/n · scipy's energy distance² between the two sides."""

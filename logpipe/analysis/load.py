@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from logpipe import summaries
 from logpipe.analysis import client as clients
 from logpipe.analysis.client import bench_of
 from logpipe.analysis.counters import counter_noise, launch_counters
@@ -30,6 +31,83 @@ from logpipe.store import Store
 
 # ------------------------------------------------------------------------------ load
 
+
+
+Counts = list[tuple[str, int | None, float | None, str | None, int]]
+"""A run's batch lines as judging reads them: ``(series, stratum, value, label, n)`` rows
+of ``run_judged_counts`` (``schemas/views.sql`` names the series)."""
+
+
+def judged_counts(store: Store, run_id: str, warmup: Warmup = NO_WARMUP) -> Counts:
+    """What judging reads of a run's lines, counted: the counts ingest kept where they are
+    current, else computed now; with a configured warm-up, counted from the lines
+    (:func:`count_lines`)."""
+    if warmup.lines > 0 or warmup.seconds > 0:
+        return count_lines(steady_lines(store, run_id, warmup, JUDGED))
+    kept = summaries.current(store, [run_id])
+    return [(str(a), b, c, d, int(n)) for a, b, c, d, n in store.all(
+        "SELECT series, stratum, value, label, n FROM judged_counts_of(?, ?)",
+        [None, [run_id]] if kept else [run_id, None])]
+
+
+def count_lines(lines: pl.DataFrame) -> Counts:
+    """``run_judged_counts``' rows of the series judging reads, counted from a run's lines
+    (:func:`~logpipe.analysis.steady.steady_lines`, where a warm-up is configured)."""
+    out: Counts = []
+
+    def add(series: str, frame: pl.DataFrame, stratum: str | None, value: str | None,
+            label: str | None = None) -> None:
+        keys = [c for c in (stratum, value, label) if c is not None]
+        for row in frame.group_by(keys).len().iter_rows(named=True):
+            out.append((series, row[stratum] if stratum else None,
+                        row[value] if value else None, row[label] if label else None,
+                        int(row["len"])))
+
+    steady = lines.filter(pl.col("state") == "steady")
+    sd = steady.filter(pl.col("kind").is_in(DECODE_KINDS))
+    add("decode", sd, "running_req", "gen_throughput")
+    for name in ("accept_len", "accept_rate", "token_usage"):
+        add(name, sd.filter(pl.col(name).is_not_null()), None, name)
+    add("prefill", steady.filter((pl.col("kind") == "prefill")
+                                 & pl.col("input_throughput").is_not_null()),
+        None, "input_throughput")
+    graph = lines.filter(pl.col("kind").is_in(DECODE_KINDS) & pl.col("cuda_graph").is_not_null()
+                         ).with_columns(pl.col("past_warmup").fill_null(False).cast(pl.Int64),
+                                        pl.col("cuda_graph").cast(pl.Float64))
+    add("graph", graph, "past_warmup", "cuda_graph")
+    add("excluded", lines.filter(pl.col("state") != "steady"), None, None, "reason")
+    return out
+
+
+def judged_samples(counts: Counts) -> dict[str, Any]:
+    """:class:`RunSamples`' fields of the lines, from their counts: each value repeated as
+    many times as lines have it, in ascending order (no statistic judging computes
+    depends on the lines' order)."""
+    rows: dict[str, list[tuple[int | None, float | None, str | None, int]]] = {}
+    for series, stratum, value, label, n in counts:
+        rows.setdefault(series, []).append((stratum, value, label, n))
+
+    def values(series: str, stratum: int | None = None) -> np.ndarray:
+        got = sorted((v, n) for s, v, _, n in rows.get(series, ())
+                     if v is not None and (stratum is None or s == stratum))
+        return np.repeat(np.array([v for v, _ in got], dtype=float),
+                         np.array([n for _, n in got], dtype=np.int64))
+
+    strata = sorted({int(s) for s, v, _, _ in rows.get("decode", ())
+                     if s is not None and v is not None})
+    graph = rows.get("graph", [])
+    counted = [(v, n) for s, v, _, n in graph if s == 1]
+    excluded: dict[str, int] = {}
+    for _, _, label, n in rows.get("excluded", ()):
+        excluded[str(label)] = excluded.get(str(label), 0) + n
+    return {
+        "decode": {s: values("decode", s) for s in strata},
+        "accept_len": values("accept_len"), "accept_rate": values("accept_rate"),
+        "prefill": values("prefill"), "token_usage": values("token_usage"),
+        "graph_on": sum(n for v, n in counted if v), "graph_total": sum(n for _, n in counted),
+        "graphs_off": bool(graph) and not any(v for _, v, _, _ in graph),
+        "excluded": dict(sorted(excluded.items())),
+    }
 
 
 def load_run(store: Store, ref: str, warmup: Warmup = NO_WARMUP) -> RunSamples:
@@ -56,35 +134,11 @@ def load_run(store: Store, ref: str, warmup: Warmup = NO_WARMUP) -> RunSamples:
     for found in (counters.levels, server_levels(store, run_id)):  # one table per level
         for level, values in found.items():
             levels.setdefault(level, {}).update(values)
-    lines = steady_lines(store, run_id, warmup, JUDGED)
-    steady = lines.filter(pl.col("state") == "steady")
-    dec = steady.filter(pl.col("kind").is_in(DECODE_KINDS))
-    decode: dict[int, np.ndarray] = {}
-    for (stratum,), group in dec.filter(pl.col("gen_throughput").is_not_null()).group_by(
-            "running_req"):
-        if stratum is not None:
-            decode[int(stratum)] = group["gen_throughput"].to_numpy()
-    pre = steady.filter((pl.col("kind") == "prefill") & pl.col("input_throughput").is_not_null())
-    flagged = lines.filter(pl.col("kind").is_in(DECODE_KINDS)
-                           & pl.col("cuda_graph").is_not_null())
-    counted = (flagged.filter(pl.col("past_warmup")) if "past_warmup" in flagged.columns
-               else flagged)
-    excluded = {str(r): int(n) for r, n in sorted(
-        lines.filter(pl.col("state") != "steady").group_by("reason").len().iter_rows(),
-        key=lambda rn: str(rn[0]))}
-
-    def col(frame: pl.DataFrame, name: str) -> np.ndarray:
-        return frame[name].drop_nulls().to_numpy().astype(float)
-
+    judged = judged_samples(judged_counts(store, run_id, warmup))
     return RunSamples(
         run_id=run_id, name=str(name), role=str(role), spec_algorithm=algo,
         profiled=bool(profiled), env=RunEnv.from_json(env_json, bool(complete)),
-        format_era=era_label, era_mask=mask, engine_version=version, decode=decode,
-        accept_len=col(dec, "accept_len"), accept_rate=col(dec, "accept_rate"),
-        prefill=col(pre, "input_throughput"), token_usage=col(dec, "token_usage"),
-        graph_on=int(counted["cuda_graph"].sum()), graph_total=counted.height,
-        excluded=excluded,
-        graphs_off=flagged.height > 0 and not flagged["cuda_graph"].any(),
+        format_era=era_label, era_mask=mask, engine_version=version, **judged,
         load=load_of(store, run_id), fingerprint=fp, model=model, config_key=config_key,
         workload=workload, plan=plan, arm=arm,
         round=int(round_) if round_ is not None and str(round_).isdigit() else None,

@@ -131,6 +131,65 @@ FROM run_samples(NULL) b JOIN runs r USING (run_id);
 CREATE OR REPLACE VIEW steady_decode AS
 SELECT * FROM batch_states WHERE kind IN ('decode', 'window') AND state = 'steady';
 
+-- A run's batch lines as judging and the statistics below read them (NULL: every run),
+-- counted instead of listed: one row per series, stratum, value and label with how many
+-- lines have it (`n`).  A run of a million batch lines is a few thousand rows here
+-- (throughputs are printed to two decimals); compare rebuilds its samples from them, and
+-- run_summary_stats and launch_values are computed from them.  Ingest keeps them per run
+-- in run_judged_cache (internal), so that no read command classifies a run's lines again.
+--   lines        every line: label its kind, stratum 1 when steady
+--   decode       steady decode lines: stratum running_req, value gen_throughput
+--   accept_len, accept_rate, token_usage   steady decode lines, value not NULL
+--   prefill      steady prefill lines: value input_throughput, not NULL
+--   graph        decode lines that say whether they ran on the graph: stratum 1 for
+--                those graph coverage counts (past_warmup), value 1 on the graph
+--   excluded     lines that are not steady: label the reason
+--   ts_step      one row: value the smallest ts_step_s, n every line
+CREATE OR REPLACE MACRO run_judged_counts(rid) AS TABLE
+WITH s AS MATERIALIZED (
+    SELECT run_id, kind IN ('decode', 'window') AS is_decode, kind, state, reason,
+           running_req, gen_throughput, input_throughput, accept_len, accept_rate,
+           token_usage, cuda_graph, past_warmup, ts_step_s
+    FROM run_batch_states(rid)
+),
+sd AS (SELECT * FROM s WHERE is_decode AND state = 'steady')
+SELECT run_id, 'lines' AS series, (state = 'steady')::BIGINT AS stratum, NULL::DOUBLE AS value,
+       kind AS label, count(*) AS n
+FROM s GROUP BY ALL
+UNION ALL
+SELECT run_id, 'decode', running_req, gen_throughput, NULL, count(*) FROM sd GROUP BY ALL
+UNION ALL
+SELECT run_id, 'accept_len', NULL, accept_len, NULL, count(*)
+FROM sd WHERE accept_len IS NOT NULL GROUP BY ALL
+UNION ALL
+SELECT run_id, 'accept_rate', NULL, accept_rate, NULL, count(*)
+FROM sd WHERE accept_rate IS NOT NULL GROUP BY ALL
+UNION ALL
+SELECT run_id, 'token_usage', NULL, token_usage, NULL, count(*)
+FROM sd WHERE token_usage IS NOT NULL GROUP BY ALL
+UNION ALL
+SELECT run_id, 'prefill', NULL, input_throughput, NULL, count(*)
+FROM s WHERE kind = 'prefill' AND state = 'steady' AND input_throughput IS NOT NULL
+GROUP BY ALL
+UNION ALL
+SELECT run_id, 'graph', coalesce(past_warmup, false)::BIGINT, cuda_graph::DOUBLE, NULL,
+       count(*)
+FROM s WHERE is_decode AND cuda_graph IS NOT NULL GROUP BY ALL
+UNION ALL
+SELECT run_id, 'excluded', NULL, NULL, reason, count(*)
+FROM s WHERE state <> 'steady' GROUP BY ALL
+UNION ALL
+SELECT run_id, 'ts_step', NULL, min(ts_step_s), NULL, count(*) FROM s GROUP BY ALL;
+
+-- The same counts, computed now for the run `rid` (NULL: every run) where `ids` is NULL,
+-- else those ingest kept for the runs `ids` (a list; the caller has made sure they are
+-- current, logpipe.summaries).
+CREATE OR REPLACE MACRO judged_counts_of(rid, ids) AS TABLE
+SELECT run_id, series, stratum, value, label, n FROM run_judged_counts(rid) WHERE ids IS NULL
+UNION ALL
+SELECT run_id, series, stratum, value, label, n FROM logpipe_internal.run_judged_cache
+WHERE run_id IN (SELECT unnest(ids));
+
 -- The steady-state statistics of one run (NULL: of every run), one row per run with
 -- batch lines; run_summary adds the runs without any.  One steady throughput per launch:
 -- steady_gen_throughput is the median at the run's steady stratum (steady_stratum, the
@@ -138,38 +197,48 @@ SELECT * FROM batch_states WHERE kind IN ('decode', 'window') AND state = 'stead
 -- the value compare, check, ab, sweep, the report and bench_vs_log name with its stratum.
 -- A run whose lines carry no running-request count gets the median of all its steady
 -- decode lines and no stratum.
-CREATE OR REPLACE MACRO run_summary_stats(rid) AS TABLE
-WITH s AS MATERIALIZED (SELECT * FROM run_batch_states(rid)),
+-- Computed from run_judged_counts (run_summary_stats_of(NULL, ids): from the counts
+-- ingest kept for the runs `ids`).
+CREATE OR REPLACE MACRO run_summary_stats_of(rid, ids) AS TABLE
+WITH c AS MATERIALIZED (SELECT * FROM judged_counts_of(rid, ids)),
 lead AS (
-    SELECT run_id, running_req AS steady_stratum, median(gen_throughput) AS stratum_tps
-    FROM s
-    WHERE kind IN ('decode', 'window') AND state = 'steady' AND running_req IS NOT NULL
-      AND gen_throughput IS NOT NULL
-    GROUP BY run_id, running_req
-    QUALIFY row_number() OVER (PARTITION BY run_id
-                               ORDER BY count(*) DESC, running_req DESC) = 1
+    SELECT run_id, stratum AS steady_stratum
+    FROM c WHERE series = 'decode' AND stratum IS NOT NULL AND value IS NOT NULL
+    GROUP BY run_id, stratum
+    QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY sum(n) DESC, stratum DESC) = 1
+),
+-- medians of the lines themselves (each counted value repeated n times): what median()
+-- of the lines gives
+med AS (
+    SELECT c.run_id,
+           median(c.value) FILTER (WHERE c.series = 'decode'
+                                   AND c.stratum = l.steady_stratum) AS stratum_tps,
+           median(c.value) FILTER (WHERE c.series = 'decode') AS all_tps,
+           median(c.value) FILTER (WHERE c.series = 'accept_len') AS accept_len
+    FROM (SELECT *, unnest(range(n)) FROM c
+          WHERE series IN ('decode', 'accept_len') AND value IS NOT NULL) c
+    LEFT JOIN lead l ON l.run_id = c.run_id
+    GROUP BY c.run_id
 )
-SELECT s.run_id,
-       count(*) FILTER (WHERE s.kind IN ('decode', 'window')) AS decode_lines,
-       count(*) FILTER (WHERE s.kind IN ('decode', 'window') AND s.state = 'steady')
+SELECT c.run_id,
+       coalesce(sum(c.n) FILTER (WHERE c.series = 'lines'
+                                 AND c.label IN ('decode', 'window')), 0) AS decode_lines,
+       coalesce(sum(c.n) FILTER (WHERE c.series = 'lines' AND c.stratum = 1
+                                 AND c.label IN ('decode', 'window')), 0)
          AS steady_decode_lines,
-       coalesce(any_value(l.stratum_tps),
-                median(s.gen_throughput) FILTER (WHERE s.kind IN ('decode', 'window')
-                                                 AND s.state = 'steady'))
-         AS steady_gen_throughput,
-       median(s.accept_len) FILTER (WHERE s.kind IN ('decode', 'window')
-                                    AND s.state = 'steady')
-         AS steady_accept_len,
-       avg(s.cuda_graph::DOUBLE) FILTER (WHERE s.kind IN ('decode', 'window')
-                                         AND s.past_warmup)
-         AS graph_coverage,
-       list_sort(list_distinct(list(s.running_req) FILTER (
-           WHERE s.kind IN ('decode', 'window') AND s.state = 'steady')))
+       coalesce(any_value(m.stratum_tps), any_value(m.all_tps)) AS steady_gen_throughput,
+       any_value(m.accept_len) AS steady_accept_len,
+       sum(c.value * c.n) FILTER (WHERE c.series = 'graph' AND c.stratum = 1)
+         / sum(c.n) FILTER (WHERE c.series = 'graph' AND c.stratum = 1) AS graph_coverage,
+       list_sort(list_distinct(list(c.stratum) FILTER (WHERE c.series = 'decode')))
          AS strata,
-       min(s.ts_step_s) AS min_ts_step_s,
+       min(c.value) FILTER (WHERE c.series = 'ts_step') AS min_ts_step_s,
        any_value(l.steady_stratum) AS steady_stratum
-FROM s LEFT JOIN lead l ON l.run_id = s.run_id
-GROUP BY s.run_id;
+FROM c LEFT JOIN lead l ON l.run_id = c.run_id LEFT JOIN med m ON m.run_id = c.run_id
+GROUP BY c.run_id;
+
+CREATE OR REPLACE MACRO run_summary_stats(rid) AS TABLE
+SELECT * FROM run_summary_stats_of(rid, NULL);
 
 -- Per run, in one pass over its batch lines: how many, a hash over them (what the per-run
 -- caches are keyed by) and the range of each value (what the data-quality checks test).
@@ -218,15 +287,17 @@ FROM runs r LEFT JOIN run_summary_stats(NULL) s USING (run_id);
 -- The launch is the unit (statistics.md §2b): one value per launch and stratum, the
 -- steady median decode throughput of the launch at that running-request level, where the
 -- launch has at least 3 steady decode lines there (logpipe.launches.MIN_LAUNCH_LINES).
--- launch_values_of(rid) is the same for one run (NULL: every run).
-CREATE OR REPLACE MACRO launch_values_of(rid) AS TABLE
-SELECT run_id, running_req AS stratum, count(*) AS lines,
-       median(gen_throughput) AS steady_tps
-FROM run_batch_states(rid)
-WHERE kind IN ('decode', 'window') AND state = 'steady' AND gen_throughput > 0
-  AND running_req IS NOT NULL
+-- launch_values_of(rid) is the same for one run (NULL: every run); computed from
+-- run_judged_counts (launch_values_of_counts(NULL, ids): from what ingest kept).
+CREATE OR REPLACE MACRO launch_values_of_counts(rid, ids) AS TABLE
+SELECT run_id, stratum, count(*) AS lines, median(value) AS steady_tps
+FROM (SELECT *, unnest(range(n)) FROM judged_counts_of(rid, ids)
+      WHERE series = 'decode' AND value > 0 AND stratum IS NOT NULL)
 GROUP BY ALL
 HAVING count(*) >= 3;
+
+CREATE OR REPLACE MACRO launch_values_of(rid) AS TABLE
+SELECT * FROM launch_values_of_counts(rid, NULL);
 
 CREATE OR REPLACE VIEW launch_values AS SELECT * FROM launch_values_of(NULL);
 

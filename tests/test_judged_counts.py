@@ -1,0 +1,121 @@
+"""What judging reads of a run, counted (``run_judged_counts``): the counts ingest keeps
+are those of the lines, compare rebuilds from them exactly the samples the lines give, and
+the statistics computed from counts are those of the lines.  (Judging a run of a million
+lines reads a few thousand counted rows: benchmarks/RESULTS-report.md.)"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from logpipe import summaries
+from logpipe.analysis.load import count_lines, judged_counts, judged_samples
+from logpipe.analysis.steady import DECODE_KINDS, JUDGED, NO_WARMUP, Warmup, steady_lines
+from logpipe.store import Store
+
+COLS = "run_id, series, stratum, value, label, n"
+
+
+def _rows(store: Store, sql: str, params: list | None = None) -> list[tuple]:
+    return sorted(store.all(sql, params or []), key=repr)
+
+
+def _same(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for key, value in a.items():
+        if key == "decode":
+            assert value.keys() == b[key].keys()
+            for s, arr in value.items():
+                np.testing.assert_array_equal(arr, b[key][s])
+        elif isinstance(value, np.ndarray):
+            np.testing.assert_array_equal(value, b[key])
+        else:
+            assert value == b[key], key
+
+
+def _runs_with_lines(store: Store) -> list[str]:
+    return [r for (r,) in store.all("SELECT DISTINCT run_id FROM run_samples(NULL) ORDER BY 1")]
+
+
+def test_ingest_keeps_the_counts_of_the_lines(sample_db: Path) -> None:
+    with Store.open(sample_db, read_only=True) as store:
+        live = _rows(store, f"SELECT {COLS} FROM run_judged_counts(NULL)")
+        kept = _rows(store, f"SELECT {COLS} FROM logpipe_internal.run_judged_cache")
+        assert len(live) > 200 and kept == live
+        ids = [r for (r,) in store.all("SELECT run_id FROM runs")]
+        assert summaries.current(store, ids)
+        # the lines counted, every series: each line once in `lines`, every non-steady
+        # line once among `excluded`
+        (lines, not_steady) = store.one(
+            "SELECT count(*), count(*) FILTER (WHERE state <> 'steady') FROM batch_states")
+        assert sum(n for _, series, *_, n in live if series == "lines") == lines
+        assert sum(n for _, series, *_, n in live if series == "excluded") == not_steady
+
+
+def test_samples_from_counts_are_the_lines_values(sample_db: Path) -> None:
+    """For every run with batch lines: the samples from the kept counts, from counts
+    computed now and from the lines counted in polars (the configured warm-up's path) are
+    equal, and they are the steady lines' own values, sorted."""
+    with Store.open(sample_db, read_only=True) as store:
+        runs = _runs_with_lines(store)
+        assert len(runs) > 30
+        seen_strata = 0
+        for rid in runs:
+            kept = judged_samples(judged_counts(store, rid))
+            live = judged_samples([r[1:] for r in store.all(
+                f"SELECT {COLS} FROM run_judged_counts(?)", [rid])])
+            lines = steady_lines(store, rid, NO_WARMUP, JUDGED)
+            _same(kept, live)
+            _same(kept, judged_samples(count_lines(lines)))
+            steady = lines.filter((pl.col("state") == "steady")
+                                  & pl.col("kind").is_in(DECODE_KINDS))
+            for s, arr in kept["decode"].items():
+                want = steady.filter(pl.col("running_req") == s)["gen_throughput"]
+                np.testing.assert_array_equal(arr, np.sort(want.drop_nulls().to_numpy()))
+                seen_strata += 1
+            np.testing.assert_array_equal(
+                kept["accept_len"], np.sort(steady["accept_len"].drop_nulls().to_numpy()))
+            graphed = lines.filter(pl.col("kind").is_in(DECODE_KINDS)
+                                   & pl.col("cuda_graph").is_not_null() & pl.col("past_warmup"))
+            assert (kept["graph_on"], kept["graph_total"]) == (
+                int(graphed["cuda_graph"].sum()), graphed.height)
+            assert sum(kept["excluded"].values()) == lines.filter(
+                pl.col("state") != "steady").height
+        assert seen_strata > 30
+
+
+def test_a_configured_warmup_counts_the_lines_it_leaves(sample_db: Path) -> None:
+    with Store.open(sample_db, read_only=True) as store:
+        (rid,) = store.one("SELECT run_id FROM runs WHERE name = 'baseline-untuned'")
+        plain = judged_samples(judged_counts(store, rid))
+        later = judged_samples(judged_counts(store, rid, Warmup(lines=5)))
+        assert sum(map(len, later["decode"].values())) == \
+            sum(map(len, plain["decode"].values())) - 5
+        assert later["excluded"]["configured warm-up (first 5 lines)"] == 5
+
+
+def test_statistics_and_launch_values_from_kept_counts_are_those_of_the_lines(
+        sample_db: Path, tmp_path: Path) -> None:
+    db = tmp_path / "copy.duckdb"
+    shutil.copy(sample_db, db)
+    with Store.open(db) as store:
+        ids = [r for (r,) in store.all("SELECT run_id FROM runs")]
+        live = _rows(store, "SELECT * FROM launch_values")
+        assert len(live) > 30
+        assert _rows(store, "SELECT * FROM launch_values_of_counts(NULL, ?)", [ids]) == live
+        assert _rows(store, "SELECT * FROM run_summary_stats_of(NULL, ?)", [ids]) == \
+            _rows(store, "SELECT * FROM run_summary_stats(NULL)")
+        # a run whose lines changed is no longer read from the kept counts, until refreshed
+        (rid,) = store.one("SELECT min(run_id) FROM logpipe_internal.batches")
+        store.con.execute("DELETE FROM logpipe_internal.batches WHERE run_id = ? AND line_no "
+                          "= (SELECT max(line_no) FROM batches WHERE run_id = ?)", [rid, rid])
+        assert not summaries.current(store, [rid])
+        now = [r[1:] for r in _rows(store, f"SELECT {COLS} FROM run_judged_counts(?)", [rid])]
+        assert sorted(judged_counts(store, rid), key=repr) == now
+        assert summaries.refresh(store) == 1 and summaries.current(store, [rid])
+        assert _rows(store, f"SELECT {COLS} FROM logpipe_internal.run_judged_cache "
+                            "WHERE run_id = ?", [rid]) == \
+            _rows(store, f"SELECT {COLS} FROM run_judged_counts(?)", [rid])
