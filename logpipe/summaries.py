@@ -13,6 +13,11 @@ changed since (by hand, or by an older logpipe).  It reads :data:`SUMMARY_SQL`, 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import duckdb
+
 from logpipe.rules import rules_key
 from logpipe.store import Store
 
@@ -200,3 +205,57 @@ def repair_ranges(store: Store, every_column: bool = False) -> int:
                           "main.run_batch_ranges WHERE run_id IN (SELECT unnest(?))",
                           [drifted])
     return len(drifted)
+
+
+# ------------------------------------------------------------- read commands, without writing
+
+SHADOWED = ("run_summary", "launch_values")
+"""The views :func:`shadow` lays a temporary table of the same name over."""
+
+
+def shadow(store: Store, stale: list[str]) -> None:
+    """``run_summary`` and ``launch_values`` once for a read command, as temporary tables of
+    the same names: they shadow the views for every query of this connection (the
+    pairing, regression, noise and overhead views read them, each classifying every
+    run's lines when read as views).  Rows come from what ingest kept; the ``stale`` runs
+    (changed since, by hand or by an older logpipe) are classified here.  Nothing is
+    written to the database; :func:`unshadow` drops them."""
+    unshadow(store)
+    try:
+        store.con.execute(f"CREATE TEMP TABLE run_summary AS {SUMMARY_SQL}")
+        if stale:
+            store.con.execute("DELETE FROM temp.run_summary WHERE run_id IN "
+                              "(SELECT unnest(?))", [stale])
+        for sql, params in rows_of(stale):
+            store.con.execute(f"INSERT INTO temp.run_summary {sql}", params)
+        store.con.execute(
+            "CREATE TEMP TABLE launch_values AS SELECT * FROM launch_values_of_counts(NULL, ?)",
+            [[r for (r,) in store.all("SELECT run_id FROM runs") if r not in set(stale)]])
+        if len(stale) > _ONE_BY_ONE:
+            store.con.execute("INSERT INTO temp.launch_values SELECT * FROM main.launch_values "
+                              "WHERE run_id IN (SELECT unnest(?))", [stale])
+        else:
+            for run_id in stale:
+                store.con.execute("INSERT INTO temp.launch_values "
+                                  "SELECT * FROM launch_values_of(?)", [run_id])
+    except duckdb.Error:
+        unshadow(store)  # a database without the caches or views: the views themselves
+
+
+def unshadow(store: Store) -> None:
+    for table in SHADOWED:
+        store.con.execute(f"DROP TABLE IF EXISTS temp.{table}")
+
+
+@contextmanager
+def shadowed(store: Store) -> Iterator[None]:
+    """:func:`shadow` for the length of a read command (the runs found stale computed
+    here), then :func:`unshadow`: the store goes on serving its opener."""
+    try:
+        shadow(store, [run_id for run_id, _ in stale(store)])
+    except duckdb.Error:
+        pass  # written by an older logpipe: the views themselves
+    try:
+        yield
+    finally:
+        unshadow(store)

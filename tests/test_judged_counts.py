@@ -119,3 +119,32 @@ def test_statistics_and_launch_values_from_kept_counts_are_those_of_the_lines(
         assert _rows(store, f"SELECT {COLS} FROM logpipe_internal.run_judged_cache "
                             "WHERE run_id = ?", [rid]) == \
             _rows(store, f"SELECT {COLS} FROM run_judged_counts(?)", [rid])
+
+
+def test_read_commands_read_the_kept_rows_and_leave_no_shadow(sample_db: Path,
+                                                               tmp_path: Path) -> None:
+    """Within ``shadowed`` the views of every run's statistics (and those reading them)
+    give what they give without it, from the kept rows; a run changed since ingest is
+    classified for the read; nothing stays over the views after it."""
+    db = tmp_path / "copy.duckdb"
+    shutil.copy(sample_db, db)
+    with Store.open(db) as store:  # one run's last steady decode line deleted by hand
+        (rid,) = store.one("SELECT min(run_id) FROM launch_values")
+        (last,) = store.one("SELECT max(line_no) FROM steady_decode WHERE run_id = ?", [rid])
+        store.con.execute("DELETE FROM logpipe_internal.batches WHERE run_id = ? AND line_no "
+                          "= ?", [rid, last])
+    views = ("run_summary", "launch_values", "launch_noise", "profiling_overhead",
+             "spec_pairing")
+    with Store.open(db, read_only=True) as store:
+        assert [r for r, _ in summaries.stale(store)] == [rid]
+        live = {v: _rows(store, f"SELECT * FROM {v}") for v in views}
+        assert all(live.values())
+        kept = _rows(store, "SELECT * FROM launch_values_of_counts(NULL, ?)", [[rid]])
+        assert kept != [r for r in live["launch_values"] if r[0] == rid]  # the cache is stale
+        with summaries.shadowed(store):
+            temp = {t for (t,) in store.all(
+                "SELECT table_name FROM duckdb_tables() WHERE temporary")}
+            assert temp == set(summaries.SHADOWED)
+            for v in views:
+                assert _rows(store, f"SELECT * FROM {v}") == live[v], v
+        assert not store.all("SELECT table_name FROM duckdb_tables() WHERE temporary")

@@ -241,7 +241,7 @@ def _frames(store: Store, stale: list[str], suites: list[Suite]
     from logpipe.checks.frames import FRAMES
 
     out: list[tuple[Check, Any, str | None]] = []
-    _summarise_once(store, stale)
+    summaries.shadow(store, stale)
     verdicts = VerdictCache(store, unkeyed=stale)
     for suite in suites:
         for check in suite.checks:
@@ -294,20 +294,20 @@ def _repair(store: Store, rescan: bool) -> None:
 
 @contextmanager
 def _shadows_dropped(store: Store) -> Iterator[None]:
-    """The temporary tables a check lays over views (``run_summary``,
+    """The temporary tables a check lays over views (``run_summary``, ``launch_values``,
     ``run_batch_ranges``) dropped after it: the store goes on serving its opener."""
     try:
         yield
     finally:
-        for table in ("run_summary", "run_batch_ranges"):
-            store.con.execute(f"DROP TABLE IF EXISTS temp.{table}")
+        summaries.unshadow(store)
+        store.con.execute("DROP TABLE IF EXISTS temp.run_batch_ranges")
 
 
 def _open_current(db: str | Path, rescan: bool = False,
                   update_cache: bool = False) -> tuple[Store, list[str]]:
     """``db`` open read-only for the checks.  Returns the store and the runs whose kept
     statistics are stale (changed by hand, or written before they were kept):
-    :func:`_summarise_once` computes them for this check only.  With ``update_cache`` the
+    :func:`summaries.shadow` computes them for this check only.  With ``update_cache`` the
     stale statistics and drifted ranges are repaired in the database first.  A database
     of an older logpipe (migrations or views missing) is refused, saying how to update it.
 
@@ -354,26 +354,6 @@ def _scan_once(store: Store, rescan: bool = False) -> bool:
     source = "logpipe_internal.run_batch_ranges_cache" if kept else "main.run_batch_ranges"
     store.con.execute(f"CREATE OR REPLACE TEMP TABLE run_batch_ranges AS SELECT * FROM {source}")
     return kept
-
-
-def _summarise_once(store: Store, stale: list[str]) -> None:
-    """``run_summary`` once for the whole check, as a temporary table of the same name: it
-    shadows the view for every query of this connection (the pairing and regression views
-    read it several times).  Rows come from the per-run cache; the ``stale`` runs are
-    classified here (:func:`summaries.rows_of`).  Nothing is written to the database."""
-    try:
-        store.con.execute(f"CREATE TEMP TABLE run_summary AS {summaries.SUMMARY_SQL}")
-        if stale:
-            store.con.execute("DELETE FROM temp.run_summary WHERE run_id IN "
-                              "(SELECT unnest(?))", [stale])
-        for sql, params in summaries.rows_of(stale):
-            store.con.execute(f"INSERT INTO temp.run_summary {sql}", params)
-    except duckdb.Error:
-        try:  # a database without the cache: the view, once
-            store.con.execute("DROP TABLE IF EXISTS temp.run_summary")
-            store.con.execute("CREATE TEMP TABLE run_summary AS SELECT * FROM main.run_summary")
-        except duckdb.Error:
-            pass  # a database without the view: its checks report the error themselves
 
 
 def _plain(value: Any) -> Any:

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from logpipe import summaries
 from logpipe._version import __version__
 from logpipe.db import StoreOrPath, using
 from logpipe.errors import LogpipeError
@@ -525,8 +526,9 @@ def build_report(db: StoreOrPath, out: str | Path, refs: list[str] | None = None
     groups, the timelines with warm-up shaded, distributions and latency.  One store
     serves all of it (opened here from a path, or the caller's)."""
     with using(db, read_only=True) as store:
-        runs = _pick_runs(store, refs, plan)
-        blocks = _figures(store, runs)
+        with summaries.shadowed(store):  # the views of every run's statistics, read once
+            runs = _pick_runs(store, refs, plan)
+            blocks = _figures(store, runs)
         sections = _sections(store, runs, with_checks)
         source = store.path
     names = [n for _, n in runs]
@@ -602,6 +604,14 @@ def _sections(store: Store, runs: list[tuple[str, str]],
                 for r in report.results]
         sections.append((f"Checks (exit {report.exit_code})",
                          _table(["status", "suite", "check", "failing rows"], rows)))
+    with summaries.shadowed(store):  # the checks dropped theirs
+        sections += _tables(store, runs)
+    return sections
+
+
+def _tables(store: Store, runs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Launch noise, phase shares, profiling overhead and top kernels."""
+    sections: list[tuple[str, str]] = []
     ids = [rid for rid, _ in runs]
     marks = ", ".join("?" for _ in ids)
     phase_rows = store.all(
