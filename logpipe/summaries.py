@@ -68,12 +68,34 @@ def stale(store: Store) -> list[tuple[str, str]]:
 def current(store: Store, run_ids: list[str]) -> bool:
     """Whether the statistics and counts ingest kept of every run in ``run_ids`` are those
     of its lines now (under these rules)."""
-    (fresh,) = store.one(
-        "SELECT count(*) FROM run_data_keys k "
+    return kept_of(store, run_ids) == set(run_ids)
+
+
+def kept_of(store: Store, run_ids: list[str]) -> set[str]:
+    """The runs of ``run_ids`` whose kept statistics and counts are current."""
+    if not run_ids:
+        return set()
+    return {str(r) for (r,) in store.all(
+        "SELECT k.run_id FROM run_data_keys k "
         "JOIN logpipe_internal.run_summary_cache c USING (run_id) "
         "WHERE k.run_id IN (SELECT unnest(?)) AND c.data_key = k.data_key || '|' || ?",
-        [list(run_ids), rules_key()]) or (0,)
-    return int(fresh) == len(set(run_ids))
+        [list(run_ids), rules_key()])}
+
+
+def launch_values(store: Store, run_ids: list[str]) -> dict[str, list[tuple[int, float]]]:
+    """``launch_values``' (stratum, steady_tps) of each run of ``run_ids`` in stratum order:
+    from the counts ingest kept where they are current (one query for all), else
+    classified now, run by run."""
+    kept = kept_of(store, run_ids)
+    rows = store.all("SELECT run_id, stratum, steady_tps FROM launch_values_of_counts(NULL, ?)",
+                     [sorted(kept)]) if kept else []
+    for run_id in sorted(set(run_ids) - kept):
+        rows += [(run_id, s, v) for s, v in store.all(
+            "SELECT stratum, steady_tps FROM launch_values_of(?)", [run_id])]
+    out: dict[str, list[tuple[int, float]]] = {}
+    for run_id, stratum, tps in sorted(rows, key=lambda r: (str(r[0]), int(r[1]))):
+        out.setdefault(str(run_id), []).append((int(stratum), float(tps)))
+    return out
 
 
 def rows_of(run_ids: list[str]) -> list[tuple[str, list[object]]]:

@@ -141,6 +141,10 @@ def test_read_commands_read_the_kept_rows_and_leave_no_shadow(sample_db: Path,
         assert all(live.values())
         kept = _rows(store, "SELECT * FROM launch_values_of_counts(NULL, ?)", [[rid]])
         assert kept != [r for r in live["launch_values"] if r[0] == rid]  # the cache is stale
+        ids = sorted({r[0] for r in live["launch_values"]})
+        by_run = summaries.launch_values(store, ids)  # kept rows, and the stale run's now
+        assert [(r, s, v) for r in ids for s, v in by_run[r]] == \
+            [(r, int(s), float(v)) for r, s, _, v in sorted(live["launch_values"])]
         with summaries.shadowed(store):
             temp = {t for (t,) in store.all(
                 "SELECT table_name FROM duckdb_tables() WHERE temporary")}

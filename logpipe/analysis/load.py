@@ -238,12 +238,11 @@ def noise_for(store: Store, fingerprint: str | None, model: str | None,
     if groups is None:
         groups = repeat_groups(store, fingerprint, model, exclude)
     by_stratum: dict[int, dict[str, list[float]]] = {}
+    found = summaries.launch_values(store, [r for members in groups.values() for r in members])
     for label, members in groups.items():
         values: dict[int, list[float]] = {}
         for run_id in members:
-            for stratum, tps in store.all(
-                    "SELECT stratum, steady_tps FROM launch_values_of(?) ORDER BY stratum",
-                    [run_id]):
+            for stratum, tps in found.get(run_id, []):
                 values.setdefault(int(stratum), []).append(float(tps))
         for stratum, vals in values.items():
             by_stratum.setdefault(stratum, {})[label] = vals
