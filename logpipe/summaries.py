@@ -108,6 +108,10 @@ def rows_of(run_ids: list[str]) -> list[tuple[str, list[object]]]:
 
 JUDGED_COLUMNS = ("series", "stratum", "value", "label", "n")
 
+CLASSIFY_MEMORY = "512MB"
+"""DuckDB's memory while ingest classifies the lines of the runs it changed (at most: a
+lower ``LOGPIPE_DUCKDB_MEMORY`` stays)."""
+
 
 def counts_of(run_ids: list[str]) -> list[tuple[str, list[object]]]:
     """``(sql, params)`` statements that select ``run_judged_counts``' rows of ``run_ids``,
@@ -137,11 +141,14 @@ def refresh(store: Store) -> int:
     key_of = ("JOIN (SELECT unnest(?::VARCHAR[]) AS run_id, unnest(?::VARCHAR[]) AS key) k "
               "USING (run_id)")
     judged = ", ".join(JUDGED_COLUMNS)
-    for sql, params in counts_of(ids):
-        store.con.execute(
-            f"INSERT INTO logpipe_internal.run_judged_cache (run_id, data_key, {judged}) "
-            f"SELECT a.run_id, k.key, {', '.join('a.' + c for c in JUDGED_COLUMNS)} "
-            f"FROM ({sql}) a {key_of}", [*params, ids, values])
+    # classifying a run's lines (window functions over all of them) spills to disk past
+    # this instead of growing with the run: a run of 1.6 M lines took 0.9 GB
+    with store.memory_bound(CLASSIFY_MEMORY):
+        for sql, params in counts_of(ids):
+            store.con.execute(
+                f"INSERT INTO logpipe_internal.run_judged_cache (run_id, data_key, {judged}) "
+                f"SELECT a.run_id, k.key, {', '.join('a.' + c for c in JUDGED_COLUMNS)} "
+                f"FROM ({sql}) a {key_of}", [*params, ids, values])
     cols = ", ".join(STATS)
     store.con.execute(
         f"INSERT INTO logpipe_internal.run_summary_cache (run_id, data_key, {cols}) "

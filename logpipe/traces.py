@@ -202,16 +202,12 @@ def _load_kernels(store: Store, spool: Spool, key: str) -> None:
         return
     cols = spool.columns("trace_kernels")
     select = ANNOTATE_SQL.format(cols=", ".join(f"k.{c}" for c in cols))
-    (limit,) = store.one("SELECT current_setting('memory_limit')") or ("",)
     # the joins that attribute kernels spill to disk past this instead of growing with
     # the trace (a 300 MB trace: 626 MB peak without it)
-    store.con.execute(f"SET memory_limit = '{KERNEL_JOIN_MEMORY}'")
-    try:
+    with store.memory_bound(KERNEL_JOIN_MEMORY):
         store.con.execute(
             f"INSERT INTO logpipe_internal.trace_kernels ({', '.join(cols)}, annotation, "
             f"step) SELECT * FROM ({ANNOTATE_CTES} {select})", [key, files])
-    finally:
-        store.con.execute(f"SET memory_limit = '{limit}'")
 
 
 KERNEL_JOIN_MEMORY = "256MB"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from logpipe.cli import app
@@ -126,3 +127,28 @@ def test_hundreds_of_keys_known_to_match_are_counted_not_listed(tmp_path: Path) 
     note = json.loads(result.stdout)["comparisons"][0]["notes"][-1]
     assert "identity keys known to match (`logpipe env diff` lists them)" in note
     assert "arg.tp_size" not in note and len(note) < 1500
+
+
+def test_memory_bound_lowers_duckdbs_limit_only_and_restores_it(
+        db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from logpipe.store import Store
+    from logpipe.store.connection import _bytes
+
+    assert _bytes("488.2 MiB") == 488.2 * 1024**2 and _bytes("512MB") == 512e6
+    assert _bytes("18.8 GiB") > _bytes("512MB") and _bytes("weird") == float("inf")
+
+    def limit(store: Store) -> str:
+        return str((store.one("SELECT current_setting('memory_limit')") or ("",))[0])
+
+    with Store.open(db) as store:  # DuckDB's default, far above
+        before = limit(store)
+        with store.memory_bound("512MB"):
+            assert _bytes(limit(store)) <= 512e6
+        assert limit(store) == before
+    monkeypatch.setenv("LOGPIPE_DUCKDB_MEMORY", "256MB")  # a user's lower bound stays
+    with Store.open(db) as store:
+        low = limit(store)
+        assert _bytes(low) <= 256e6
+        with store.memory_bound("512MB"):
+            assert limit(store) == low
+        assert limit(store) == low

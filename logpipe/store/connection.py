@@ -213,6 +213,23 @@ class Connection:
 
     # -- reading ---------------------------------------------------------------------
 
+    @contextmanager
+    def memory_bound(self, limit: str) -> Iterator[None]:
+        """DuckDB's ``memory_limit`` lowered to ``limit`` (e.g. ``512MB``) for the statements
+        inside, where it is higher: their sorts, windows and joins spill to disk past it
+        instead of growing with the data; the setting is restored after."""
+        (before,) = self.one("SELECT current_setting('memory_limit')") or ("",)
+        lower = _bytes(limit) < _bytes(str(before))
+        if lower:
+            self.con.execute(f"SET memory_limit = '{limit}'")
+        try:
+            yield
+        finally:
+            if lower:  # back to the connection's own (the setting reads back rounded)
+                configured = config().get("memory_limit")
+                self.con.execute(f"SET memory_limit = '{configured}'" if configured
+                                 else "RESET memory_limit")
+
     def one(self, sql: str, params: list[Any] | None = None) -> tuple[Any, ...] | None:
         """First row or None.  Fetches everything: an unfinished result would block
         ``con.sql()`` (DuckDB 2.0)."""
@@ -236,3 +253,17 @@ class Connection:
                 "WHERE table_name = ? AND table_schema = ? ORDER BY ordinal_position",
                 [table, schema])]
         return list(memo[(schema, table)])
+
+
+_UNITS = {"": 1, "B": 1, "BYTES": 1, "KB": 1000, "MB": 1000**2, "GB": 1000**3, "TB": 1000**4,
+          "KIB": 1024, "MIB": 1024**2, "GIB": 1024**3, "TIB": 1024**4}
+
+
+def _bytes(size: str) -> float:
+    """A DuckDB memory size (``488.2 MiB``, ``512MB``) in bytes; an unknown form: infinite."""
+    text = size.strip().upper()
+    digits = text.rstrip("ABCDEFGHIJKLMNOPQRSTUVWXYZ ")
+    try:
+        return float(digits) * _UNITS[text[len(digits):].strip()]
+    except (ValueError, KeyError):
+        return float("inf")
