@@ -122,10 +122,8 @@ class RunRows(FrameRows):
         self.update_runs([(run_id, {"env": env.to_json(), "env_fingerprint": env.fingerprint(),
                                     **columns}) for run_id, env, columns in envs])
         for run_id, env, _ in envs:
-            rows += [
-                (run_id, k, e.value if isinstance(e.value, str)
-                 else json.dumps(e.value, default=str), e.tier, e.source, e.conflict)
-                for k, e in sorted(env.entries.items())]
+            rows += [(run_id, k, _json_text(e.value), e.tier, e.source, e.conflict)
+                     for k, e in sorted(env.entries.items())]
         # one statement each, not one per key: DuckDB's inserts are per call
         self.con.execute("DELETE FROM run_env WHERE run_id IN (SELECT unnest(?))",
                          [[run_id for run_id, _, _ in envs]])
@@ -192,3 +190,20 @@ FROM (
 WHERE runs.run_id = d.run_id AND runs.profiled IS DISTINCT FROM d.profiled
 """
 """Every run's ``profiled`` from its evidence (:meth:`Store.derive_profiled`)."""
+
+
+def _json_text(value: Any) -> str:
+    """``run_env.value``: a string as it is, anything else as JSON (``json.dumps``, whose
+    text for None, booleans and integers is written here directly: a launch has hundreds
+    of them, and a file of many launches hundreds of thousands)."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if type(value) is int:
+        return int.__repr__(value)
+    return json.dumps(value, default=str)

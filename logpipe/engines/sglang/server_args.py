@@ -19,6 +19,8 @@ SERVER_ARGS_RE = re.compile(r"server_args\s*=\s*(?P<body>(?:ServerArgs\(|\{).*)$
 
 
 def _literal(node: ast.AST, source: str) -> Any:
+    if type(node) is ast.Constant:  # most of a launch's ~500 arguments: no walk needed
+        return node.value
     try:
         return ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
