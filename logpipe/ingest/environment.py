@@ -94,13 +94,14 @@ def attach_envs(store: Store, files: list[tuple[str, list[Path]]],
         version = _engine_version(env, engine_name)
         clocks.append((run_id, *clock_of(store, run_id, env, options.tz, started_at,
                                           run_id in outer, inferred.get(run_id, False))))
-        env_json, tags_json = env.to_json(), json.dumps(tags, default=str)
-        unchanged = (env_json == old_env and env.fingerprint() == old_fp
+        env_json, tags_json, fp = env.to_json(), json.dumps(tags, default=str), env.fingerprint()
+        unchanged = (env_json == old_env and fp == old_fp
                      and env.complete == old_complete and tags_json == old_tags
                      and (version is None or str(version.value) == old_version))
         if unchanged:
             continue  # an unchanged file and no new manifest: nothing to rewrite
-        columns: dict[str, Any] = {"env_complete": env.complete, "tags": tags_json}
+        columns: dict[str, Any] = {"env": env_json, "env_fingerprint": fp,
+                                   "env_complete": env.complete, "tags": tags_json}
         if version is not None:
             columns["engine_version"] = str(version.value)
         rewritten.append((run_id, env, columns))
