@@ -257,9 +257,10 @@ def shadow(store: Store, stale: list[str]) -> None:
                               "(SELECT unnest(?))", [stale])
         for sql, params in rows_of(stale):
             store.con.execute(f"INSERT INTO temp.run_summary {sql}", params)
+        changed = set(stale)
         store.con.execute(
             "CREATE TEMP TABLE launch_values AS SELECT * FROM launch_values_of_counts(NULL, ?)",
-            [[r for (r,) in store.all("SELECT run_id FROM runs") if r not in set(stale)]])
+            [[r for (r,) in store.all("SELECT run_id FROM runs") if r not in changed]])
         if len(stale) > _ONE_BY_ONE:
             store.con.execute("INSERT INTO temp.launch_values SELECT * FROM main.launch_values "
                               "WHERE run_id IN (SELECT unnest(?))", [stale])

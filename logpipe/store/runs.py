@@ -115,15 +115,13 @@ class RunRows(FrameRows):
     def set_run_envs(self, envs: list[tuple[str, RunEnv, dict[str, Any]]]) -> None:
         """Write runs' environments: ``runs.env`` and its fingerprint, and the same
         entries as ``run_env`` rows, together (one place keeps them in step); the dict
-        holds other columns of the run to set with it (``env`` and ``env_fingerprint``
+        holds other columns of the run to set with it (``env`` with ``env_fingerprint``
         too, where the caller has them: a launch's environment is ~1 ms to serialise)."""
         if not envs:
             return
         rows: list[tuple[Any, ...]] = []
-        self.update_runs([(run_id, {
-            "env": columns["env"] if "env" in columns else env.to_json(),
-            "env_fingerprint": (columns["env_fingerprint"] if "env_fingerprint" in columns
-                                else env.fingerprint()), **columns})
+        self.update_runs([(run_id, columns if "env" in columns else {
+            "env": env.to_json(), "env_fingerprint": env.fingerprint(), **columns})
             for run_id, env, columns in envs])
         for run_id, env, _ in envs:
             rows += [(run_id, k, _json_text(e.value), e.tier, e.source, e.conflict)
