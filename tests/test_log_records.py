@@ -140,3 +140,60 @@ def test_text_is_kept_only_when_asked(tmp_path: Path) -> None:
     assert rows == [("r-2", "'Write a poem about ' ... ' the sea.'",
                      "'The sea, the sea' ... 'and the end, out={'"),
                     ("r-3", "secret prompt", "secret answer")]
+
+
+def test_plain_reprs_read_as_json_mean_what_python_reads() -> None:
+    """The JSON reading of a plain repr (a request's meta_info) gives what
+    ``ast.literal_eval`` gives, value, type and key order; what it must not read (a
+    tuple, inf, an int key, an escape, a cut value, a trailing comma) goes to
+    ``ast.literal_eval`` and raises or reads as it does."""
+    import ast
+    import math
+    import random
+
+    from logpipe.engines.sglang.records import _PLAIN_REPR_RE, _literal_fast
+
+    def same(a: object, b: object) -> bool:
+        if type(a) is not type(b):
+            return False
+        if isinstance(a, float) and isinstance(b, float):
+            return (math.isnan(a) and math.isnan(b)) or (
+                a == b and math.copysign(1, a) == math.copysign(1, b))
+        if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+            return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+        if isinstance(a, dict) and isinstance(b, dict):
+            return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+        return a == b
+
+    def read(f: object, text: str) -> object:
+        try:
+            return f(text)  # type: ignore[operator]
+        except Exception as exc:  # noqa: BLE001
+            return ("raises", type(exc).__name__)
+
+    rnd = random.Random(7)
+    atoms = [None, True, False, 0, -0.0, 0.0, 1e-8, 3159055696.9621368, 10**20, -(10**19),
+             float("inf"), float("nan"), "", "None", "True false", "s'q", 's"q', "back\\s",
+             "tab\t", "é\u2028", "x, 'y': 1"]
+
+    def value(depth: int = 0) -> object:
+        r = rnd.random()
+        if depth < 3 and r < 0.2:
+            return {rnd.choice(["a", "id", "None", 1, 2.5, "b c"]): value(depth + 1)
+                    for _ in range(rnd.randint(0, 3))}
+        if depth < 3 and r < 0.35:
+            return [value(depth + 1) for _ in range(rnd.randint(0, 3))]
+        if depth < 3 and r < 0.4:
+            return tuple(value(depth + 1) for _ in range(rnd.randint(0, 3)))
+        return rnd.choice(atoms + [rnd.uniform(-1e6, 1e6), rnd.randint(-999, 999)])
+
+    texts = [repr(value()) for _ in range(3000)]
+    texts += ["[1,]", "01", "", "NoneNone", "{1: 2}", "'a' ... 'b'", "[1] ... [2]",
+              finish_meta_info.__doc__ or ""]
+    plain = 0
+    for text in texts:
+        plain += bool(_PLAIN_REPR_RE.fullmatch(text))
+        assert same(read(ast.literal_eval, text), read(_literal_fast, text)), text
+    assert 500 < plain < len(texts)  # both readings were exercised
+    # (possessive: a backtracking pattern would not return from this one)
+    assert _PLAIN_REPR_RE.fullmatch("[" + "1" * 5000 + ", inf]") is None
