@@ -16,13 +16,13 @@ read becomes a reject with its reason.
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 from typing import Any
 
 import polars as pl
 
+from logpipe.reprs import literal
 from logpipe.sources import phases, request_metrics
 
 FINISH = "Finish: "
@@ -119,37 +119,9 @@ def _top_level_items(body: str) -> list[tuple[str, str]]:
     return items
 
 
-# A repr made only of dicts, lists, plain single-quoted strings (no quote, backslash or
-# control character inside), JSON-shaped numbers, None, True and False means in JSON what
-# it means in Python once its quotes and words are swapped; json.loads reads it ~5x faster
-# than ast.literal_eval compiles it (a request's meta_info: ~30 such tokens).  Anything
-# else (a tuple, inf, an int key JSON refuses, an escape) goes to ast.literal_eval.
-_PLAIN_REPR_RE = re.compile(  # (possessive: no backtracking into a long number)
-    r"(?: ++|'[^'\"\\\x00-\x1f]*+'|-?(?:0|[1-9]\d*+)(?:\.\d++)?(?:[eE][+-]?\d++)?"
-    r"|None|True|False|[{}\[\]:,])*+")
-_SWAP_RE = re.compile(r"'[^']*'|None|True|False")
-_SWAP = {"None": "null", "True": "true", "False": "false"}
-
-
-def _json_of_repr(m: re.Match[str]) -> str:
-    token = m.group()
-    return '"' + token[1:-1] + '"' if token[0] == "'" else _SWAP[token]
-
-
-def _literal_fast(text: str) -> Any:
-    """``ast.literal_eval(text)``, read as JSON where the repr is plain (above); raises
-    what ``ast.literal_eval`` raises."""
-    if _PLAIN_REPR_RE.fullmatch(text):
-        try:
-            return json.loads(_SWAP_RE.sub(_json_of_repr, text))
-        except ValueError:
-            pass  # (e.g. an int key: ast decides)
-    return ast.literal_eval(text)
-
-
 def _literal(text: str) -> Any:
     try:
-        return _literal_fast(text)
+        return literal(text)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         if text in ("inf", "-inf", "nan"):
             return float(text)
@@ -197,7 +169,7 @@ def finish_meta_info(msg: str) -> dict[str, Any] | None:
     if text is None or not text.startswith("{"):
         return None
     try:
-        value = _literal_fast(text)
+        value = literal(text)
         if isinstance(value, dict):
             return value
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):

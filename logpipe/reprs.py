@@ -1,0 +1,65 @@
+"""Python reprs printed in logs, read without executing them, fast where they are plain.
+
+A repr made only of dicts, lists, plain single-quoted strings (no quote, backslash or
+control character inside), JSON-shaped numbers, ``None``, ``True`` and ``False`` means in
+JSON what it means in Python once its quotes and words are swapped, and ``json.loads``
+reads it several times faster than ``ast`` compiles it (a request's ``meta_info``: ~30
+such tokens, 17 µs against 46 µs; a launch's ``server_args``: ~500 arguments).  Anything
+else (a tuple, ``inf``, an int key JSON refuses, an escape, a cut value) is left to
+:func:`ast.literal_eval`, so the values are those ``ast`` gives (pinned by a test over
+random reprs).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from typing import Any
+
+_TOKENS = (r"'[^'\"\\\x00-\x1f]*+'|-?(?:0|[1-9]\d*+)(?:\.\d++)?(?:[eE][+-]?\d++)?"
+           r"|None|True|False|[{}\[\]:,]| ++")
+PLAIN_REPR_RE = re.compile(rf"(?:{_TOKENS})*+")  # (possessive: no backtracking)
+"""A plain repr, whole."""
+_PLAIN_KWARGS_RE = re.compile(rf"(?:[A-Za-z_]\w*+=|{_TOKENS})*+")
+_SWAP_RE = re.compile(r"'[^']*'|([A-Za-z_]\w*)=|None|True|False")
+_WORDS = {"None": "null", "True": "true", "False": "false"}
+
+
+def _swap(m: re.Match[str]) -> str:
+    token = m.group()
+    if token[0] == "'":
+        return '"' + token[1:-1] + '"'
+    if m.group(1) is not None:
+        return '"' + m.group(1) + '":'
+    return _WORDS[token]
+
+
+def literal(text: str) -> Any:
+    """``ast.literal_eval(text)``, read as JSON where ``text`` is plain; raises what
+    ``ast.literal_eval`` raises."""
+    if PLAIN_REPR_RE.fullmatch(text):
+        try:
+            return json.loads(_SWAP_RE.sub(_swap, text))
+        except ValueError:
+            pass  # (e.g. an int key, a trailing comma: ast decides)
+    return ast.literal_eval(text)
+
+
+def plain_kwargs(body: str) -> dict[str, Any] | None:
+    """The keyword arguments of a call body ``a=1, b='x', c=[2]`` whose values are all
+    plain, each name once; None otherwise (the caller reads it with :mod:`ast`)."""
+    if not _PLAIN_KWARGS_RE.fullmatch(body):
+        return None
+    names = 0
+
+    def swap(m: re.Match[str]) -> str:
+        nonlocal names
+        names += m.group(1) is not None
+        return _swap(m)
+
+    try:
+        value = json.loads("{" + _SWAP_RE.sub(swap, body) + "}")
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) and len(value) == names else None
