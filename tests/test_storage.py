@@ -110,6 +110,36 @@ def test_a_database_of_migration_16_moves_its_rows_without_losing_one(db: Path) 
         (len(migrations()),)]
 
 
+def test_run_env_keeps_its_rows_without_the_index_and_one_row_a_run_and_key(
+        db: Path, sample_db: Path) -> None:
+    """Migration 0026 drops ``run_env``'s primary-key index (it cost more than the rows):
+    a database of migration 25 keeps every row and column; and ingest still writes one
+    row per run and key, re-ingests and rewritten environments included."""
+    con = migrated_to(db, 25)
+    con.execute("INSERT INTO run_env VALUES ('r1', 'arg.tp_size', '8', 'identity', "
+                "'server_args', NULL), ('r1', 'NCCL_ALGO', 'Ring', 'identity', 'm.json', "
+                "'server_args says Tree')")
+    con.close()
+    with Store.open(db) as store:
+        assert not store.outdated()
+    assert sorted(query(db, "SELECT * FROM run_env")) == [
+        ("r1", "NCCL_ALGO", "Ring", "identity", "m.json", "server_args says Tree"),
+        ("r1", "arg.tp_size", "8", "identity", "server_args", None)]
+    assert query(db, "SELECT constraint_type FROM duckdb_constraints() WHERE table_name = "
+                     "'run_env' AND constraint_type <> 'NOT NULL'") == []
+    assert query(sample_db, "SELECT count(*) FROM run_env")[0][0] > 1000
+    assert query(sample_db, "SELECT run_id, key FROM run_env GROUP BY ALL "
+                            "HAVING count(*) > 1") == []
+    log = SAMPLES / "real-cpu" / "real-cpu-baseline-r1" / "server.log"
+    target = db.parent / "again.duckdb"
+    ingest_paths([log], target)
+    before = sorted(query(target, "SELECT * FROM run_env"))
+    ingest_paths([log], target, env={"NCCL_ALGO": "Tree"})  # (an environment rewritten)
+    after = query(target, "SELECT run_id, key, value FROM run_env")
+    assert len(after) == len(before) + len({r[0] for r in before})
+    assert len(set((r, k) for r, k, _ in after)) == len(after)
+
+
 LABELLED = {"batches": ("kind", "rank_tag", "graph_label"),
             "http_requests": ("method", "protocol", "status_text")}
 
