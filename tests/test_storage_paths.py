@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
@@ -70,6 +71,37 @@ def test_the_database_memory_bound_is_applied_and_rows_are_the_same(
         (limit,) = store.one("SELECT current_setting('memory_limit')") or ("",)
     assert limit == "286.1 MiB"  # 300 MB as DuckDB prints it (unbounded: ~80% of the RAM)
     assert _tables(free) == _tables(bounded)
+
+
+def test_a_file_is_written_under_the_write_bound_and_read_again_without_it_when_out_of_memory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A file read on its own is written with DuckDB's memory bounded (``WRITE_MEMORY``);
+    where a statement runs out of that memory the file is rolled back and read again
+    without the bound, ending with the rows of an unbounded ingest."""
+    import duckdb
+
+    import logpipe.ingest as ingest
+
+    log = SAMPLES / "real-cpu" / "real-cpu-baseline-r1" / "server.log"
+    free = tmp_path / "free.duckdb"
+    ingest_paths([log], free)
+    limits: list[str] = []
+    attach = ingest.attach_envs
+
+    def attach_once_out_of_memory(store: Any, *args: Any) -> None:
+        (limit,) = store.one("SELECT current_setting('memory_limit')") or ("",)
+        limits.append(limit)
+        if len(limits) == 1:
+            raise duckdb.OutOfMemoryException("could not allocate (as a test)")
+        attach(store, *args)
+
+    monkeypatch.setattr(ingest, "attach_envs", attach_once_out_of_memory)
+    retried = tmp_path / "retried.duckdb"
+    result = ingest_paths([log], retried)
+    assert [f.status for f in result.files] == ["new"]
+    assert limits[0] == "488.2 MiB"  # 512 MB as DuckDB prints it
+    assert len(limits) == 2 and limits[1] != limits[0]  # the second reading: unbounded
+    assert _tables(free) == _tables(retried)
 
 
 def _messy_folder(root: Path, parts: tuple[str, ...] = (

@@ -139,6 +139,8 @@ def read_log(store: Store, path: Path, key: str, kind: str, head: bytes, engine:
                 consoles.feed(block, first_line_no, search=chunk.may_hold_console)
                 rejected, noise = _write(store, key, chunk, parser, runs, res, spool,
                                          rejected, noise, shared is not None)
+                if shared is None:
+                    runs.flush()  # (a file of many launches: their facts not all held)
                 if progress:
                     progress(len(block))
             last = parser.end() if parsed is None else parsed.last

@@ -27,11 +27,15 @@ from logpipe.engines.sglang.server_args import redact, redact_text
 from logpipe.readers import is_prose, read_head
 from logpipe.sources.bench import CONSOLE_BANNER
 
-PARSE_BLOCK_BYTES = 32 * 1024 * 1024
-"""Bytes per parsed block.  Each block costs ~0.1 s of fixed polars work (the parser's
-expressions are planned per call, whatever the rows), so larger blocks pay it less often:
-the 1 GB steady log ingests in 22.6 s at 8 MB, 19.3 s at 16 MB, 16.6 s at 32 MB and 17.7 s
-at 64 MB (one run each), 32 MB adding ~100 MB of peak memory to 8 MB's."""
+PARSE_BLOCK_BYTES = 16 * 1024 * 1024
+"""Bytes per parsed block.  Each block costs fixed polars work (the parser's expressions
+are planned per call, whatever the rows), so larger blocks pay it less often, but up to
+three blocks and their frames are in memory at once, and a block of slow lines (startup,
+request logs: a file of many short launches) makes frames many times its size.  The 256
+MB steady mix: 4.56 s / 854 MB at 32 MB, 4.65-4.86 s / 748 MB at 16 MB; the 256 MB mix of
+1,500 docker launches: 1,110 MB at 32 MB, 895 MB at 16 MB (both with the write memory
+bound of :data:`logpipe.ingest.WRITE_MEMORY`).  The peak RSS target (1 GB at any size)
+decided it."""
 POLARS_BLOCK_BYTES = 8 * 1024 * 1024
 """Bytes per block without the C fast lane: the polars parser's frames of a block are many
 times its size (1 GB steady log, polars parser only: 765 MB peak at 8 MB blocks, 1,704 MB
