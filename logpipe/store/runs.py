@@ -119,22 +119,30 @@ class RunRows(FrameRows):
         too, where the caller has them: a launch's environment is ~1 ms to serialise)."""
         if not envs:
             return
-        rows: list[tuple[Any, ...]] = []
         self.update_runs([(run_id, columns if "env" in columns else {
             "env": env.to_json(), "env_fingerprint": env.fingerprint(), **columns})
             for run_id, env, columns in envs])
+        # built column by column (a file of 1,500 launches writes ~900,000 entries: rows of
+        # tuples cost twice as much)
+        columns: dict[str, list[Any]] = {c: [] for c in (
+            "run_id", "key", "value", "tier", "source", "conflict")}
         for run_id, env, _ in envs:
-            rows += [(run_id, k, _json_text(e.value), e.tier, e.source, e.conflict)
-                     for k, e in sorted(env.entries.items())]
+            keys = sorted(env.entries)
+            entries = [env.entries[k] for k in keys]
+            columns["run_id"] += [run_id] * len(keys)
+            columns["key"] += keys
+            columns["value"] += [_json_text(e.value) for e in entries]
+            columns["tier"] += [e.tier for e in entries]
+            columns["source"] += [e.source for e in entries]
+            columns["conflict"] += [e.conflict for e in entries]
         # one statement each, not one per key: DuckDB's inserts are per call
         self.con.execute("DELETE FROM run_env WHERE run_id IN (SELECT unnest(?))",
                          [[run_id for run_id, _, _ in envs]])
-        if rows:
+        if columns["key"]:
             import polars as pl
 
-            self.insert("run_env", pl.DataFrame(
-                rows, schema=["run_id", "key", "value", "tier", "source", "conflict"],
-                orient="row"))
+            self.insert("run_env", pl.DataFrame(columns, schema=dict.fromkeys(columns,
+                                                                             pl.String)))
 
     def link(self, table: str, source_path: str, run_id: str | None, method: str | None
              ) -> None:
