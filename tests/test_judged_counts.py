@@ -56,6 +56,28 @@ def test_ingest_keeps_the_counts_of_the_lines(sample_db: Path) -> None:
         assert sum(n for _, series, *_, n in live if series == "excluded") == not_steady
 
 
+def test_big_runs_classified_one_by_one_keep_the_counts_of_one_pass(
+        sample_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs of many lines are classified by a statement each, the others in one pass:
+    the kept counts are those of one pass over every run, whichever runs are big."""
+    db = tmp_path / "copy.duckdb"
+    shutil.copy(sample_db, db)
+    with Store.open(db) as store:
+        live = _rows(store, f"SELECT {COLS} FROM run_judged_counts(NULL)")
+        sizes = sorted(n for (n,) in store.all(
+            "SELECT count(*) FROM logpipe_internal.batches GROUP BY run_id"))
+        monkeypatch.setattr(summaries, "BIG_RUN_LINES", sizes[len(sizes) // 2])
+        statements = summaries.counts_of(
+            [r for (r,) in store.all("SELECT run_id FROM runs")],
+            {r for (r,) in store.all("SELECT run_id FROM logpipe_internal.batches GROUP BY 1 "
+                                     "HAVING count(*) >= ?", [summaries.BIG_RUN_LINES])})
+        assert len(statements) > 10 and "IN (SELECT unnest" in statements[0][0]
+        store.con.execute("DELETE FROM logpipe_internal.run_summary_cache")
+        assert summaries.refresh(store) > 10
+        kept = _rows(store, f"SELECT {COLS} FROM logpipe_internal.run_judged_cache")
+    assert kept == live
+
+
 def test_samples_from_counts_are_the_lines_values(sample_db: Path) -> None:
     """For every run with batch lines: the samples from the kept counts, from counts
     computed now and from the lines counted in polars (the configured warm-up's path) are
