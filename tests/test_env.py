@@ -305,3 +305,38 @@ def test_bad_manifest_fails_the_file_with_its_location(tmp_path: Path) -> None:
     assert f"manifest is not valid JSON: Expecting property name enclosed in double quotes " \
            f"({folder / 'env.json'}:1)" in result.stdout
     assert query(db, "SELECT count(*) FROM runs") == [(0,)]
+
+
+def test_launches_repeating_their_arguments_share_an_environment_and_others_do_not(
+        tmp_path: Path) -> None:
+    """Ingest builds a launch's environment once for launches of a file with the same
+    inputs: each run still has its own rows, equal to those of the launch alone, and a
+    launch with another argument between them gets its own environment."""
+    one = (SAMPLES / "eras" / "v0.5.23.log").read_text()
+    other = one.replace("'tp_size': 1", "'tp_size': 2")
+    assert other != one
+    log = tmp_path / "many" / "server.log"
+    log.parent.mkdir()
+    log.write_text(one + one.replace("2026-03-01 10:", "2026-03-01 11:")
+                   + other.replace("2026-03-01 10:", "2026-03-01 12:")
+                   + one.replace("2026-03-01 10:", "2026-03-01 13:"))
+    alone = tmp_path / "alone" / "server.log"
+    alone.parent.mkdir()
+    alone.write_text(one)
+    db, db_alone = tmp_path / "db.duckdb", tmp_path / "alone.duckdb"
+    ingest_paths([log], db)
+    ingest_paths([alone], db_alone)  # (in a database of its own: not a copy of the first)
+
+    def env_of(run_id: str, where: Path = db) -> list[tuple]:
+        return query(where, "SELECT key, value, tier, source, conflict FROM run_env "
+                            "WHERE run_id = ? ORDER BY key", [run_id])
+
+    runs = query(db, "SELECT run_id, env_fingerprint, env FROM runs ORDER BY run_seq")
+    (single,) = query(db_alone, "SELECT run_id, env_fingerprint, env FROM runs")
+    assert len(runs) == 4
+    for i in (0, 1, 3):
+        assert runs[i][1:] == single[1:]
+        assert env_of(runs[i][0]) == env_of(single[0], db_alone)
+    assert runs[2][1] != single[1]
+    changed = set(env_of(runs[2][0])) ^ set(env_of(single[0], db_alone))
+    assert {r[0] for r in changed} == {"arg.tp_size"}
