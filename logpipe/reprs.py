@@ -35,15 +35,22 @@ def _swap(m: re.Match[str]) -> str:
     return _WORDS[token]
 
 
+def read_plain(text: str) -> tuple[bool, Any]:
+    """``(True, value)`` where ``text`` is a plain repr JSON reads, else ``(False, None)``
+    (an int key, a trailing comma, anything not plain: for :mod:`ast` to decide)."""
+    if PLAIN_REPR_RE.fullmatch(text):
+        try:
+            return True, json.loads(_SWAP_RE.sub(_swap, text))
+        except ValueError:
+            pass
+    return False, None
+
+
 def literal(text: str) -> Any:
     """``ast.literal_eval(text)``, read as JSON where ``text`` is plain; raises what
     ``ast.literal_eval`` raises."""
-    if PLAIN_REPR_RE.fullmatch(text):
-        try:
-            return json.loads(_SWAP_RE.sub(_swap, text))
-        except ValueError:
-            pass  # (e.g. an int key, a trailing comma: ast decides)
-    return ast.literal_eval(text)
+    plain, value = read_plain(text)
+    return value if plain else ast.literal_eval(text)
 
 
 def plain_kwargs(body: str) -> dict[str, Any] | None:

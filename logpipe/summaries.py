@@ -162,7 +162,8 @@ def refresh(store: Store) -> int:
     # this instead of growing with the run: a run of 1.6 M lines took 0.9 GB
     big = {str(r) for (r,) in store.all(
         "SELECT run_id FROM logpipe_internal.batches WHERE run_id IN (SELECT unnest(?)) "
-        "GROUP BY run_id HAVING count(*) >= ?", [ids, BIG_RUN_LINES])}
+        "GROUP BY run_id HAVING count(*) >= ?", [ids, BIG_RUN_LINES])
+        } if len(ids) > _ONE_BY_ONE else set()  # (a few runs: one statement each anyway)
     with store.memory_bound(CLASSIFY_MEMORY):
         for sql, params in counts_of(ids, big):
             store.con.execute(

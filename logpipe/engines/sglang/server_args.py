@@ -14,7 +14,7 @@ from functools import lru_cache
 from typing import Any
 
 from logpipe.redaction import is_secret_key, redact  # noqa: F401  (re-exported)
-from logpipe.reprs import PLAIN_REPR_RE, literal, plain_kwargs
+from logpipe.reprs import plain_kwargs, read_plain
 
 SERVER_ARGS_RE = re.compile(r"server_args\s*=\s*(?P<body>(?:ServerArgs\(|\{).*)$")
 
@@ -72,14 +72,8 @@ def _plain(body: str) -> dict[str, Any] | None:
     """The arguments when every value is plain (:mod:`logpipe.reprs`: what ``ast`` gives,
     ~10x faster on a launch's ~500 arguments); None: read with ``ast``."""
     if body.startswith("{"):
-        if not PLAIN_REPR_RE.fullmatch(body):
-            return None
-        try:
-            value = literal(body)
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
-            return None
-        return value if isinstance(value, dict) and all(
-            isinstance(k, str) for k in value) else None
+        plain, value = read_plain(body)
+        return value if plain and isinstance(value, dict) else None
     if body.startswith("ServerArgs(") and body.endswith(")"):
         return plain_kwargs(body[len("ServerArgs("):-1])
     return None
