@@ -12,6 +12,7 @@ import duckdb
 import pytest
 
 import logpipe.ingest as ingest_module
+from logpipe.engines.sglang import logparser
 from logpipe.ingest import ahead, group, ingest_paths, logfile
 from logpipe.store import spool
 
@@ -170,10 +171,20 @@ def test_parallel_and_serial_ingest_are_the_same_tables(
         parsed.append(found is not None and found.parsed is not None)
         return found
 
+    together: list[int] = []
+    real_parse_files = logparser.parse_files
+
+    def parse_files(blocks: list[bytearray], *args: object) -> list:
+        together.append(len(blocks))
+        return real_parse_files(blocks, *args)
+
     monkeypatch.setattr(ahead.ParseAhead, "take", take)
+    monkeypatch.setattr(logparser, "parse_files", parse_files)  # (seen on threads)
     monkeypatch.setattr(ahead, "PROCESS_FILES", 1 if workers == "processes" else 10**9)
     first = ingest_paths([logs], parallel)
     assert sum(parsed) > 20  # not vacuous: files were parsed ahead
+    if workers == "threads":  # ... and many of them together
+        assert sum(n for n in together if n > 1) > 20
     assert sorted((f.path, f.status) for f in first.files) == statuses
     assert {f.status for f in first.files} >= {"new", "duplicate", "skipped"}
     a = _tables(parallel)

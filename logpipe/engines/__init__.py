@@ -97,6 +97,12 @@ class Engine:
     :class:`logpipe.engines.parsing.LogParser`.  The ingest owns the file protocol and
     the store; the parser turns blocks of lines into rows.  Imported only when a log
     needs reading."""
+    log_files_parser: str | None = None
+    """``module:function`` parsing several new logs at once, each one block of complete
+    lines from its first line: ``(blocks, fallback_date, keep_text) ->`` a list of
+    ``(parser, chunk)``, each what its :attr:`log_parser` would be after its block and
+    the block's rows (a folder of small logs: the per-call cost of a parse paid once for
+    many).  Raises ValueError where they cannot be parsed together.  None: one by one."""
     packages: tuple[str, ...] = ()
     """Python distributions whose versions identify the engine's install."""
     env_prefixes: tuple[str, ...] = ()

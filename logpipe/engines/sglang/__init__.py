@@ -77,6 +77,7 @@ ENGINE = Engine(
     display="SGLang",
     log_kinds=(SOURCE,),
     log_parser="logpipe.engines.sglang.logparser:make_parser",
+    log_files_parser="logpipe.engines.sglang.logparser:parse_files",
     packages=("sglang", "sglang-kernel", "sgl-kernel"),
     env_prefixes=("SGLANG_", "SGL_"),
     phase_hook="logpipe.engines.sglang:phase_hook",

@@ -64,6 +64,47 @@ class LogState:
         return cls(**json.loads(text)) if text else cls()
 
 
+RUN_STRIDE = 1 << 32
+"""Several files parsed as one block (:class:`Files`) number their runs ``file *
+RUN_STRIDE + run_seq`` while they are finished, so that every grouping by run stays
+within its file."""
+
+
+@dataclass
+class Files:
+    """New files parsed as one block, each from its first line with a fresh state: a
+    small file's parse is ~100 polars calls whatever its lines, so fifty small logs cost
+    about what one does.  Everything that follows a file (its runs, the days of its
+    time-only stamps, the lines a traceback continues) stays within each file: the rows
+    are those of each file parsed alone (:func:`split_files` gives them back by file)."""
+
+    starts: np.ndarray
+    """The block's number of each file's first line, ascending (the first is 1)."""
+    ends: np.ndarray
+    """The block's number of each file's last line."""
+    states: list[LogState] = field(default_factory=list)
+    """Each file's state after it (as :func:`finish_chunk` leaves one file's)."""
+    noise: list[int] = field(default_factory=list)
+    unread: list[int] = field(default_factory=list)
+
+    @classmethod
+    def of_lengths(cls, lines: list[int]) -> Files:
+        """Files of ``lines`` lines each (at least one), one after another from line 1."""
+        ends = np.cumsum(np.array(lines, dtype=np.int64))
+        return cls(ends - np.array(lines, dtype=np.int64) + 1, ends,
+                   [LogState() for _ in lines], [0] * len(lines), [0] * len(lines))
+
+    def index(self, line_no: pl.Series) -> pl.Series:
+        """The file of each line number."""
+        return pl.Series("file", np.searchsorted(self.starts, line_no.to_numpy(),
+                                                 side="right") - 1, dtype=pl.Int64)
+
+    def counts(self, frame: pl.DataFrame) -> list[int]:
+        """Rows of ``frame`` (with ``file``) in each file."""
+        found = dict(frame.group_by("file").len().iter_rows())
+        return [int(found.get(i, 0)) for i in range(len(self.starts))]
+
+
 @dataclass
 class Launch:
     run_seq: int
@@ -101,8 +142,8 @@ def _attrs_json(kind: str, message: str) -> str:
     return json.dumps(event_attrs(kind, message), default=str)
 
 
-def _roll_days(df: pl.DataFrame, state: LogState, fast: pl.DataFrame | None = None
-               ) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+def _roll_days(df: pl.DataFrame, state: LogState, fast: pl.DataFrame | None = None,
+               files: Files | None = None) -> tuple[pl.DataFrame, pl.DataFrame | None]:
     """Add a day to time-only stamps each time the clock runs backwards by > 12 h.
 
     ``fast`` (``line_no``, ``s``: seconds of day) are time-only lines the fast lane read;
@@ -116,7 +157,7 @@ def _roll_days(df: pl.DataFrame, state: LogState, fast: pl.DataFrame | None = No
         "line_no", secs.alias("s"))
     if fast is not None and fast.height:
         only = pl.concat([only, fast.select("line_no", "s")]).sort("line_no")
-    days = _day_numbers(only, state)
+    days = _day_numbers(only, state, files)
     if days is None:
         return df, None
     return df.join(days, on="line_no", how="left", maintain_order="left").with_columns(
@@ -127,12 +168,24 @@ def _roll_days(df: pl.DataFrame, state: LogState, fast: pl.DataFrame | None = No
     ).drop("days"), days
 
 
-def _day_numbers(only: pl.DataFrame, state: LogState) -> pl.DataFrame | None:
+def _day_numbers(only: pl.DataFrame, state: LogState, files: Files | None = None
+                 ) -> pl.DataFrame | None:
     """``(line_no, days)`` of time-only stamps (``line_no``, ``s``: seconds of day, in line
     order): a day more each time the clock runs backwards by > 12 h.  None: there are none
-    (or none that is a valid time)."""
+    (or none that is a valid time).  ``files``: each file's days on their own."""
     if only.height == 0:
         return None
+    if files is not None:
+        only = only.with_columns(files.index(only["line_no"]))
+        before = pl.col("s").shift(1).over("file")
+        only = only.with_columns(
+            (pl.col("s") < before.fill_null(pl.col("s")) - 43200).cast(pl.Int64).cum_sum()
+            .over("file").alias("days"))
+        for file, s, days in only.group_by("file").agg(
+                pl.col("s").last(), pl.col("days").last()).iter_rows():
+            files.states[file].prev_time_s = float(s)
+            files.states[file].day_offset = int(days)
+        return only.select("line_no", "days")
     prev = only["s"].shift(1, fill_value=state.prev_time_s if state.prev_time_s is not None
                            else only["s"][0])
     only = only.with_columns(((pl.col("s") < prev - 43200).cast(pl.Int64).cum_sum()
@@ -206,21 +259,34 @@ def parse_chunk(text: str, first_line_no: int, state: LogState, fallback_date: s
     return finish_chunk(prepare_chunk(text, first_line_no, fallback_date), state, keep_text)
 
 
-def finish_chunk(prepared: PreparedChunk, state: LogState, keep_text: bool = False
-                 ) -> ParsedChunk:
+def finish_chunk(prepared: PreparedChunk, state: LogState, keep_text: bool = False,
+                 files: Files | None = None) -> ParsedChunk:
     """The part of parsing that follows the file: day roll-over of time-only stamps, the
-    run each line belongs to, tracebacks continued across blocks.  Updates ``state``."""
+    run each line belongs to, tracebacks continued across blocks.  Updates ``state``.
+
+    ``files``: the block is several new files (:class:`Files`; ``state`` is unused,
+    each file's is in ``files.states``): runs are numbered ``file * RUN_STRIDE +
+    run_seq`` and line numbers are the block's (:func:`split_files` gives each file's)."""
     if prepared.fast is not None and not prepared.fast.slow_text:
+        if files is not None:
+            raise ValueError("files without a slow line: parse them one by one")
         return _finish_fast_only(prepared.fast, state)
     fast_times = fastlane.time_only(prepared.fast) if prepared.fast is not None else None
-    df, days = _roll_days(prepared.lines, state, fast_times)
+    df = prepared.lines
+    if files is not None:
+        state = LogState()
+        df = df.with_columns(files.index(df["line_no"]))
+    df, days = _roll_days(df, state, fast_times, files)
     batches, rejects, http = prepared.batches, prepared.rejects, prepared.http
     run_before = state.run_seq
 
     # Which run each line belongs to: a server_args line starts a launch.
     is_launch = (pl.col("event_kind") == "server_args").fill_null(False).cast(pl.Int64)
     launches_before = is_launch.cum_sum()
-    if state.run_has_args:
+    if files is not None:  # each file from its start: as ``run_has_args`` False below
+        run_seq = (pl.max_horizontal(launches_before.over("file") - 1, pl.lit(0))
+                   + pl.col("file") * RUN_STRIDE)
+    elif state.run_has_args:
         run_seq = launches_before + state.run_seq
     else:
         run_seq = pl.max_horizontal(launches_before - 1, pl.lit(0)) + state.run_seq
@@ -249,14 +315,21 @@ def finish_chunk(prepared: PreparedChunk, state: LogState, keep_text: bool = Fal
     df = df.with_columns(leader.alias("leader")).with_columns(
         pl.col("leader").cast(pl.Int64).cum_sum().alias("grp")
     )
+    if files is not None:  # a file's lines before its first leader continue nothing
+        df = df.with_columns(
+            pl.when(pl.col("leader").cast(pl.Int64).cum_sum().over("file") == 0)
+            .then(pl.lit(0, pl.Int64)).otherwise(pl.col("grp")).alias("grp"))
     leaders = df.filter(pl.col("leader")).select(
         "grp", pl.col("event_kind").alias("leader_kind"), pl.col("line_no").alias("leader_line")
     )
     df = df.join(leaders, on="grp", how="left", maintain_order="left")
     follow = df.filter(~pl.col("leader"))
-    attached = follow.filter((pl.col("leader_kind") == "error")
-                             | (pl.col("grp") == 0) & pl.lit(state.open_error_line is not None))
+    attaches = ((pl.col("leader_kind") == "error")
+                | (pl.col("grp") == 0) & pl.lit(state.open_error_line is not None))
+    attached = follow.filter(attaches)
     noise = len(follow) - len(attached)
+    if files is not None:
+        files.noise = files.counts(follow.filter(~attaches.fill_null(False)))
 
     continuation = None
     head_cont = attached.filter(pl.col("grp") == 0)
@@ -273,13 +346,14 @@ def finish_chunk(prepared: PreparedChunk, state: LogState, keep_text: bool = Fal
         df.filter(pl.col("cat") == "event")
         .join(cont_text, on="grp", how="left", maintain_order="left")
         .select("row", "line_no", "ts", "run_seq", pl.col("event_kind").alias("kind"),
-                "msg", "cont", "ts_raw")
+                "msg", "cont", "ts_raw", *(["file"] if files is not None else []))
     )
     launches: list[Launch] = []
     attrs: list[str] = []
     messages: list[str] = []
     event_kinds: list[str] = []
-    interrupted = _interrupted(ev["kind"].to_list(), ev["cont"].to_list())
+    interrupted = _interrupted(ev["kind"].to_list(), ev["cont"].to_list(),
+                               ev["file"].to_list() if files is not None else None)
     for i, (kind, msg, cont, line_no, rseq) in enumerate(zip(
         ev["kind"], ev["msg"], ev["cont"], ev["line_no"], ev["run_seq"], strict=True
     )):
@@ -336,16 +410,22 @@ def finish_chunk(prepared: PreparedChunk, state: LogState, keep_text: bool = Fal
     )
 
     prefixes = outer_prefixes(df.filter(pl.col("cat").is_not_null()))
-    unread = df.filter(pl.col("cat").is_null() & pl.col("msg").str.contains(RECORD_LIKE_RE)).height
+    unread_lines = df.filter(pl.col("cat").is_null()
+                             & pl.col("msg").str.contains(RECORD_LIKE_RE))
+    unread = unread_lines.height
+    if files is not None:
+        files.unread = files.counts(unread_lines)
 
     if prepared.fast is not None:
         batches, http, runs, outer = _merge_fast(prepared.fast, df, days, run_before, batches,
-                                                 http, runs)
+                                                 http, runs, files)
         if outer.height:
             prefixes = pl.concat([prefixes, outer])
 
     # Carry state forward.
-    if len(df):
+    if files is not None:
+        _carry_files(files, df, launches, prepared.fast)
+    elif len(df):
         last = df.tail(1)
         state.run_seq = int(last["run_seq"][0])
         state.run_has_args = state.run_has_args or bool(launches)
@@ -356,7 +436,7 @@ def finish_chunk(prepared: PreparedChunk, state: LogState, keep_text: bool = Fal
                 if last_leader["event_kind"][0] == "error" else None
             )
         state.lines = int(last["line_no"][0])
-    if prepared.fast is not None and prepared.fast.ends_fast:
+    if files is None and prepared.fast is not None and prepared.fast.ends_fast:
         _past_fast_end(state, prepared.fast)
     return ParsedChunk(batches=batches, events=events, http=http, rejects=rejects, runs=runs,
                        launches=launches, continuation=continuation, noise=noise,
@@ -373,12 +453,16 @@ PREFIX_SCHEMA: dict[str, pl.DataType] = {
 _CHAINED = ("During handling of the above exception", "The above exception was the direct")
 
 
-def _interrupted(kinds: list[str], conts: list[str | None]) -> set[int]:
+def _interrupted(kinds: list[str], conts: list[str | None],
+                 files: list[int] | None = None) -> set[int]:
     """Indexes of error events that are a KeyboardInterrupt traceback, or a traceback
-    chained into one ("During handling of the above exception...")."""
+    chained into one ("During handling of the above exception..."); ``files``: the file
+    of each event (a traceback is chained only to one of its own file)."""
     out: set[int] = set()
     nxt = False
     for i in range(len(kinds) - 1, -1, -1):
+        if files is not None and i + 1 < len(kinds) and files[i] != files[i + 1]:
+            nxt = False
         lines = [t.strip() for t in (conts[i] or "").splitlines() if t.strip()]
         if kinds[i] != "error" or not lines:
             nxt = False
@@ -446,6 +530,71 @@ def _past_fast_end(state: LogState, lanes: fastlane.Lanes) -> None:
     state.open_error_line = None
 
 
+def _carry_files(files: Files, df: pl.DataFrame, launches: list[Launch],
+                 fast: fastlane.Lanes | None) -> None:
+    """Each file's state after its lines, as :func:`finish_chunk` leaves one file's: its
+    last line read, its last run, whether it had a launch line, and its open traceback
+    (none when its last line is a fast row)."""
+    last_run = dict(df.group_by("file").agg(pl.col("run_seq").last()).iter_rows())
+    leaders = df.filter(pl.col("leader")).group_by("file").agg(
+        pl.col("event_kind").last(), pl.col("line_no").last())
+    open_error = {f: line for f, kind, line in leaders.iter_rows() if kind == "error"}
+    last_slow = set(df["line_no"].to_list()) if fast is not None else set()
+    launched = {launch.run_seq // RUN_STRIDE for launch in launches}
+    for i, state in enumerate(files.states):
+        start, end = int(files.starts[i]), int(files.ends[i])
+        state.run_seq = int(last_run.get(i, i * RUN_STRIDE)) - i * RUN_STRIDE
+        state.run_has_args = i in launched
+        state.lines = end - start + 1
+        ends_fast = fast is not None and end not in last_slow
+        line = open_error.get(i)
+        state.open_error_line = (None if ends_fast or line is None
+                                 else int(line) - start + 1)
+
+
+def split_files(chunk: ParsedChunk, files: Files) -> list[ParsedChunk]:
+    """:func:`finish_chunk`'s rows of several files, by file, numbered as each file's
+    (line numbers from 1, runs from 0): each file's as if it had been parsed alone."""
+    n = len(files.starts)
+    offsets = pl.Series("offset", files.starts - 1, dtype=pl.Int64)
+
+    def by_file(frame: pl.DataFrame) -> list[pl.DataFrame]:
+        if frame.height == 0 or "line_no" not in frame.columns:
+            return [frame.clear()] * n
+        idx = files.index(frame["line_no"])
+        local = frame.with_columns(
+            pl.col("line_no") - offsets.gather(idx),
+            *([pl.col("run_seq") - idx * RUN_STRIDE] if "run_seq" in frame.columns else []))
+        parts = local.with_columns(idx).partition_by("file", as_dict=True, include_key=False)
+        empty = frame.clear()
+        return [parts.get((i,), empty) for i in range(n)]
+
+    tables = {name: by_file(getattr(chunk, name))
+              for name in ("batches", "events", "http", "rejects", "requests", "phases",
+                           "prefixes")}
+    run_file = (chunk.runs["run_seq"] // RUN_STRIDE).alias("file")
+    runs = chunk.runs.with_columns(
+        pl.col("run_seq") - run_file * RUN_STRIDE,
+        pl.col("first_line") - offsets.gather(run_file), run_file)
+    run_parts = runs.partition_by("file", as_dict=True, include_key=False)
+    launches: list[list[Launch]] = [[] for _ in range(n)]
+    for launch in chunk.launches:
+        i = launch.run_seq // RUN_STRIDE
+        launches[i].append(Launch(launch.run_seq - i * RUN_STRIDE,
+                                  launch.line_no - int(files.starts[i]) + 1,
+                                  launch.args, launch.raw))
+    out = []
+    for i in range(n):
+        out.append(ParsedChunk(
+            batches=tables["batches"][i], events=tables["events"][i],
+            http=tables["http"][i], rejects=tables["rejects"][i],
+            runs=run_parts.get((i,), runs.clear()).sort("run_seq"), launches=launches[i],
+            noise=files.noise[i], requests=tables["requests"][i],
+            phases=tables["phases"][i], unread=files.unread[i],
+            prefixes=tables["prefixes"][i]))
+    return out
+
+
 @lru_cache(maxsize=1)
 def _no_slow_rows() -> dict[str, pl.DataFrame]:
     """The slow parser's tables of a block with none of its lines: empty, typed as it types
@@ -457,17 +606,18 @@ def _no_slow_rows() -> dict[str, pl.DataFrame]:
 
 def _merge_fast(lanes: fastlane.Lanes, df: pl.DataFrame | None, days: pl.DataFrame | None,
                 run_before: int, batches: pl.DataFrame | None, http: pl.DataFrame | None,
-                runs: pl.DataFrame | None
+                runs: pl.DataFrame | None, files: Files | None = None
                 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Add the fast lane's rows: each takes the run of the slow line before it (launch
     lines are always slow), time-only stamps their midnight roll-over, and their era
     features and time span join the runs.  ``df``, ``batches``, ``http`` and ``runs``
     None: the slow parser had no line of the block.  Returns the batch, HTTP and run
-    rows, and the ``line_prefixes`` rows of fast lines with an outer prefix."""
+    rows, and the ``line_prefixes`` rows of fast lines with an outer prefix.  ``files``:
+    a row before its file's first slow line is in its file's first run."""
     anchors = df.select("line_no", "run_seq") if df is not None else None
     # the usual block starts no launch: every fast row is in the run the block began in
-    one_run = anchors is None or anchors.height == 0 or (
-        anchors["run_seq"].min() == run_before and anchors["run_seq"].max() == run_before)
+    one_run = files is None and (anchors is None or anchors.height == 0 or (
+        anchors["run_seq"].min() == run_before and anchors["run_seq"].max() == run_before))
 
     # the usual block with time-only stamps does not cross midnight: one day for all
     day, same_day = 0, True
@@ -488,6 +638,12 @@ def _merge_fast(lanes: fastlane.Lanes, df: pl.DataFrame | None, days: pl.DataFra
                 .then(pl.col("ts") + pl.duration(days=day)).otherwise(pl.col("ts")).alias("ts"))
         if one_run or anchors is None:
             return frame.with_columns(pl.lit(run_before, dtype=pl.Int64).alias("run_seq"))
+        if files is not None:
+            assert df is not None
+            return frame.with_columns(files.index(frame["line_no"])).join_asof(
+                df.select("line_no", "run_seq", "file"), on="line_no", by="file",
+                strategy="backward", check_sortedness=False).with_columns(
+                pl.col("run_seq").fill_null(pl.col("file") * RUN_STRIDE)).drop("file")
         return frame.join_asof(anchors, on="line_no", strategy="backward").with_columns(
             pl.col("run_seq").fill_null(run_before))
 
