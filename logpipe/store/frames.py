@@ -37,12 +37,17 @@ class FrameRows(SourceRows):
 
         if not constants:
             return frame
+        # (columns of one value, added without a polars query: a small file's frames
+        # are a few dozen rows, and a query costs ~0.1 ms whatever the rows)
+        columns = [pl.Series(k, [v], dtype=pl.String) for k, v in constants.items()
+                   if k != "source_path"]
         if "source_path" in constants:
-            constants = dict(constants)
-            frame = frame.with_columns(pl.lit(self.source_id(constants.pop("source_path")),
-                                              dtype=pl.Int32).alias("source_id"))
-        return frame.with_columns(
-            [pl.lit(v, dtype=pl.String).alias(k) for k, v in constants.items()])
+            columns.insert(0, pl.Series("source_id", [self.source_id(
+                constants["source_path"])], dtype=pl.Int32))
+        columns = [c.new_from_index(0, frame.height) for c in columns]
+        if any(c.name in frame.columns for c in columns):
+            return frame.with_columns(columns)
+        return frame.hstack(columns)
 
     def _coded(self, texts: pl.Series) -> pl.Series:
         """``texts`` as their ``label_id`` (null stays null), new texts added to ``labels``.
@@ -83,6 +88,10 @@ class FrameRows(SourceRows):
     def insert_rows(self, table: str, frame: pl.DataFrame) -> int:
         """Append rows already shaped by :meth:`rows_for`; returns rows written."""
         cols = frame.columns
+        if max(frame.n_chunks("all"), default=1) > 1:
+            # (a group's rows are a frame of each file's: one batch to DuckDB, not one per
+            # file and column; 1,743 rows of 100 small files: 34 -> 11 ms an insert)
+            frame = frame.rechunk()
         arrow = frame.to_arrow()
         self.con.register("_incoming", arrow)
         try:
