@@ -1,4 +1,5 @@
-"""The optional C fast lane of the log parser (logpipe/engines/sglang/_fastlane.c).
+"""The optional C fast lanes of the log parsers (logpipe/engines/<engine>/_fastlane.c, with
+the helpers they share in logpipe/engines/columns.h).
 
 ``optional=True``: where no C compiler is available the build goes on without it and
 logpipe parses every line with the polars parser (same rows, slower).
@@ -9,7 +10,10 @@ from setuptools import Extension, setup
 setup(
     ext_modules=[
         Extension("logpipe.engines.sglang._fastlane", ["logpipe/engines/sglang/_fastlane.c"],
-                  optional=True,
+                  depends=["logpipe/engines/columns.h"], optional=True,
+                  extra_compile_args=["-O3", "-std=c11", "-D_GNU_SOURCE"]),
+        Extension("logpipe.engines.vllm._fastlane", ["logpipe/engines/vllm/_fastlane.c"],
+                  depends=["logpipe/engines/columns.h"], optional=True,
                   extra_compile_args=["-O3", "-std=c11", "-D_GNU_SOURCE"]),
     ],
 )

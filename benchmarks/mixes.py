@@ -33,7 +33,8 @@ medians of each round's ratio): ``logpipe ingest`` into a fresh database, the Py
 one polars streaming regex (``peers/polars_regex.py``), and the storage floor (the rows
 of logpipe's own ingest of the mix loaded from Parquet into a fresh database).  Also, once,
 the share of lines each lane took: the C lane's batch and access rows and the polars
-parser's lines (``split_block`` over the file's blocks; a vLLM log has no C lane).
+parser's lines (``split_block`` over the file's blocks; for a vLLM log, its C lane's access
+rows and the lines left to its line parser).
 Writes ``benchmarks/RESULTS-mixes.md`` (a hand-written ``## Analysis`` at its end is kept).
 """
 
@@ -258,14 +259,32 @@ print(batch, http, slow)
 """The lines each lane takes: C batch rows, C access rows, lines left to polars."""
 
 
+VLLM_LANES = """
+import sys
+from logpipe.engines.vllm import logparser
+from logpipe.readers import line_blocks
+if not logparser.fast_enabled():
+    raise SystemExit("the vLLM C lane is not built")
+http = slow = 0
+with open(sys.argv[1], "rb") as fh:
+    for block in line_blocks(fh, logparser.BLOCK_BYTES):
+        lines, access = logparser.split_block(block)
+        http += access.height
+        slow += len(lines.slow_idx)
+print(0, http, slow)
+"""
+"""The lines each lane takes in a vLLM log: C access rows, lines left to the line parser."""
+
+
 def lane_shares(path: Path, engine: str) -> str:
-    if engine != "sglang":
-        return "polars 100% (no C lane for vLLM lines)"
-    proc = subprocess.run([PY, "-c", LANES, str(path)], capture_output=True, text=True)
+    proc = subprocess.run([PY, "-c", LANES if engine == "sglang" else VLLM_LANES, str(path)],
+                          capture_output=True, text=True)
     if proc.returncode != 0:
         return f"not measured: {proc.stderr.strip().splitlines()[-1]}"
     batch, http, slow = (int(x) for x in proc.stdout.split())
     total = batch + http + slow
+    if engine != "sglang":
+        return (f"C {100 * http / total:.1f}% (access), line parser {100 * slow / total:.1f}%")
     return (f"C {100 * (batch + http) / total:.1f}% (batch {100 * batch / total:.1f}%, access "
             f"{100 * http / total:.1f}%), polars {100 * slow / total:.1f}%")
 

@@ -16,14 +16,13 @@ false and every line takes the polars path.  ``LOGPIPE_FASTLANE=0`` turns it off
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
 
+from logpipe.engines.clane import columns_frame, lane_enabled
 from logpipe.engines.sglang.batches import CANONICAL, COLUMNS, GRAPH_SUFFIX
 from logpipe.engines.sglang.events import UNANCHORED_EVENT_PHRASES
 from logpipe.sources.bench import CONSOLE_BANNER
@@ -72,7 +71,7 @@ _PHRASES = tuple(p.encode() for p in (*UNANCHORED_EVENT_PHRASES, CONSOLE_BANNER)
 
 
 def enabled() -> bool:
-    return AVAILABLE and os.environ.get("LOGPIPE_FASTLANE", "1") != "0"
+    return AVAILABLE and lane_enabled()
 
 
 def count_lines(data: bytes | bytearray) -> int:
@@ -108,32 +107,11 @@ class Lanes:
 NO_STAMP = 16
 """``stamp`` of an access line printed without SGLang's prefix (uvicorn's own logger)."""
 
-_TYPES = {"i64": pa.int64(), "i32": pa.int32(), "f64": pa.float64(), "u8": pa.uint8()}
-
-
-def _table(cols: dict[str, tuple[bytes, bytes, bytes | None]], kinds: dict[str, str]
-           ) -> pl.DataFrame:
-    """The C scan's columns as Arrow arrays over its buffers (no copy; building them from
-    numpy with ``pa.array`` would also import pandas, a third of a second per process)."""
-    arrays = {}
-    for name, (data, valid, offsets) in cols.items():
-        ok = np.frombuffer(valid, dtype=np.uint8).astype(bool)
-        n = len(ok)
-        bitmap = None if ok.all() else pa.py_buffer(np.packbits(ok, bitorder="little"))
-        if offsets is not None:
-            arrays[name] = pa.LargeStringArray.from_buffers(
-                n, pa.py_buffer(offsets), pa.py_buffer(data), bitmap)
-        else:
-            arrays[name] = pa.Array.from_buffers(_TYPES[kinds[name]], n,
-                                                 [bitmap, pa.py_buffer(data)])
-    return pl.from_arrow(pa.table(arrays))  # type: ignore[return-value]
-
-
 def _kept(cols: dict[str, tuple[bytes, bytes, bytes | None]], kinds: dict[str, str]
           ) -> pl.DataFrame:
     """The rows of one table the fast lane keeps (a row whose line it also handed on to the
     slow parser is not kept; most blocks have none, and then nothing is copied)."""
-    table = _table(cols, kinds)
+    table = columns_frame(cols, kinds)
     return table.filter(pl.col("keep") == 1) if b"\x00" in cols["keep"][0] else table
 
 

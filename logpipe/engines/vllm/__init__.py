@@ -1,6 +1,7 @@
 """vLLM: its server log (V0 and V1, 0.2.x to 0.33), read by :mod:`.logparser` with the line
 parser of :mod:`.parser` (periodic stats lines, speculative-decoding metrics, startup
-facts, uvicorn access lines)."""
+facts, uvicorn access lines), the plain access lines read by the C lane of
+``_fastlane.c`` where it is built."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ ENGINE = Engine(
     ready_line="Application startup complete.",
     default_port=8000,
     diagnose="logpipe.engines.vllm.doctor:diagnose",
+    about="logpipe.engines.vllm.logparser:about",
     accept_rate=("accepted / drafted tokens over the stats interval (the spec line; V0's "
                  "counts since start taken as differences)"),
     tables=("vllm_stats", "vllm_spec_metrics"),  # made by the core's migration 0022

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from bisect import bisect_left
+from collections.abc import Iterable, Mapping
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from logpipe.engines.clane import columns_frame, lane_enabled
 from logpipe.engines.parsing import Chunk, Era, RunSeen
 from logpipe.engines.vllm.parser import LogState, Parser
 from logpipe.redaction import is_secret_key
@@ -48,6 +50,12 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                 "raw": pl.String},
 }
 SPOOLED = ("http_requests",)
+
+try:
+    from logpipe.engines.vllm import _fastlane  # type: ignore[attr-defined]
+except ImportError:  # built without a C compiler
+    _fastlane = None
+_ACCESS_KINDS: dict[str, str] = dict(_fastlane.ACCESS_COLUMNS) if _fastlane else {}
 
 
 BLOCK_BYTES = 8 * 1024 * 1024
@@ -91,6 +99,66 @@ def plain_access(lines: list[str]) -> pl.DataFrame:
         pl.col("st").str.slice(0, 3).cast(pl.Int32).alias("status"),
         pl.col("st").str.slice(4).str.strip_chars().replace("", None).alias("status_text"),
     ).filter(~profiler)
+
+
+def about() -> str:
+    """What ``logpipe --version`` says of the vLLM parser."""
+    if _fastlane is None:
+        return "vLLM: line parser (C access lane not built)"
+    return "vLLM: C access lane + line parser" if lane_enabled() else \
+        "vLLM: line parser (LOGPIPE_FASTLANE=0)"
+
+
+def fast_enabled() -> bool:
+    """Whether blocks are split by the C lane (``_fastlane.c``: built, not turned off)."""
+    return _fastlane is not None and lane_enabled()
+
+
+class Lines:
+    """A block's lines as :meth:`VLLMLogParser.finish` reads them: every line decoded
+    (the polars lane), or the lines the C lane left, decoded, and the block's bytes for
+    the rare access line the line parser must read (one that may end a wrapped stats
+    line)."""
+
+    def __init__(self, lines: list[str] | None = None, slow_idx: list[int] | None = None,
+                 block: bytes | bytearray = b"", access: pl.DataFrame | None = None,
+                 count: int = 0) -> None:
+        self.all = lines
+        self.slow_idx = slow_idx or []
+        self.slow: list[str] = []
+        self.block = block
+        self.access = access
+        self.count = len(lines) if lines is not None else count
+
+    def between(self, start: int, stop: int) -> Iterable[str]:
+        """The lines ``start`` to ``stop`` (indexes in the block), none of them a plain
+        access line of a stretch."""
+        if self.all is not None:
+            return self.all[start:stop]
+        lo, hi = bisect_left(self.slow_idx, start), bisect_left(self.slow_idx, stop)
+        return self.slow[lo:hi]
+
+    def access_line(self, index: int, row: int) -> str:
+        """The text of line ``index``, the plain access line of ``access`` row ``row``."""
+        if self.all is not None:
+            return self.all[index]
+        assert self.access is not None
+        off, n = self.access["off"][row], self.access["len"][row]
+        return bytes(self.block[off:off + n]).decode("utf-8", errors="replace")
+
+
+def split_block(block: bytes | bytearray) -> tuple[Lines, pl.DataFrame]:
+    """The C lane: the block's plain access lines as :func:`plain_access` gives them
+    (with each line's ``off`` and ``len`` in the block), and every other line."""
+    assert _fastlane is not None
+    out = _fastlane.scan_access(block)
+    access = columns_frame(out["access"], _ACCESS_KINDS)
+    lines = Lines(slow_idx=np.frombuffer(out["slow_idx"], dtype=np.int64).tolist(),
+                  block=block, access=access, count=out["lines"])
+    slow = out["slow"].decode("utf-8", errors="replace").split("\n")
+    slow.pop()  # (each line ends in a newline)
+    lines.slow = slow
+    return lines, access
 
 
 def _stretch_rows(access: pl.DataFrame,
@@ -143,32 +211,35 @@ class VLLMLogParser:
         return self.state.lines
 
     def count_lines(self, block: bytes | bytearray) -> int:
-        return block.count(b"\n")
+        # (memchr's vector loop in C; ``bytes.count`` reads a byte at a time)
+        return _fastlane.count_lines(block) if _fastlane is not None else block.count(b"\n")
 
     def prepare(self, block: bytes | bytearray, first_line_no: int
-                ) -> tuple[list[str], pl.DataFrame]:
+                ) -> tuple[Lines, pl.DataFrame]:
         """The block's lines, and its plain access lines read at once (on the thread that
-        prepares blocks ahead; polars releases the GIL)."""
+        prepares blocks ahead; the C lane and polars release the GIL)."""
+        if fast_enabled():
+            return split_block(block)
         lines = block.decode("utf-8", errors="replace").split("\n")
         lines.pop()  # a block ends with its last line's newline
-        return lines, plain_access(lines)
+        return Lines(lines), plain_access(lines)
 
-    def finish(self, prepared: tuple[list[str], pl.DataFrame]) -> Chunk:
+    def finish(self, prepared: tuple[Lines, pl.DataFrame]) -> Chunk:
         """Every line through the line parser, except stretches of plain access lines
         (most of a busy server's log: one a request), which take their rows at once."""
         lines, access = prepared
         feed, pos = self.parser.feed, 0
         stretches: list[tuple[int, int, int, int, datetime | None]] = []
         for start, stop, first in _stretches(access):
-            for text in lines[pos:start]:
+            for text in lines.between(pos, start):
                 feed(self.state.lines + 1, text)
             if self.state.pending is not None:  # the first may finish a wrapped stats line
-                feed(self.state.lines + 1, lines[start])
+                feed(self.state.lines + 1, lines.access_line(start, first))
                 start, first = start + 1, first + 1
             if start < stop:
                 stretches.append((first, stop - start, *self.parser.access_lines(stop - start)))
             pos = stop
-        for text in lines[pos:]:
+        for text in lines.between(pos, lines.count):
             feed(self.state.lines + 1, text)
         return self._take(_stretch_rows(access, stretches) if stretches else None)
 
