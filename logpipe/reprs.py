@@ -39,8 +39,16 @@ def read_plain(text: str) -> tuple[bool, Any]:
     """``(True, value)`` where ``text`` is a plain repr JSON reads, else ``(False, None)``
     (an int key, a trailing comma, anything not plain: for :mod:`ast` to decide)."""
     if PLAIN_REPR_RE.fullmatch(text):
+        # a plain string holds no quote of either kind, so its quotes swap by one replace,
+        # and what lies between strings (every other part) is numbers, punctuation and
+        # the three words: string methods, not a callback a token (~5x faster)
+        parts = text.replace("'", '"').split('"')
+        for i in range(0, len(parts), 2):
+            if parts[i]:
+                parts[i] = parts[i].replace("None", "null").replace(
+                    "True", "true").replace("False", "false")
         try:
-            return True, json.loads(_SWAP_RE.sub(_swap, text))
+            return True, json.loads('"'.join(parts))
         except ValueError:
             pass
     return False, None
