@@ -25,6 +25,9 @@ from typing import Any
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m|(?<![\w\]])\[(?:\d+;)*\d+m")
 """Colour codes, and the same with the ESC byte lost in a paste (``[36m``)."""
+_ANSI_HINT = re.compile(r"\[\d")
+"""What every match of :data:`ANSI` without an ESC byte holds: a line with neither is
+left as it is (a substitution scans the whole line, ~8 us a stats line)."""
 PREFIX = re.compile(
     r"(?:\((?P<proc>[A-Za-z_][\w\[\]]*?) (?:rank=\d+ )?pid=(?P<pid>\d+)(?:, ip=[^)]*)?\)\s+)?"
     r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) +(?P<md>\d\d-\d\d) "
@@ -238,7 +241,10 @@ class Parser:
     def feed(self, line_no: int, raw: str) -> None:
         st = self.state
         st.lines = line_no
-        text = ANSI.sub("", raw.rstrip("\r\n")).rstrip("\r")
+        text = raw.rstrip("\r\n")
+        if "\x1b" in text or _ANSI_HINT.search(text):
+            text = ANSI.sub("", text)
+        text = text.rstrip("\r")
         matches = list(PREFIX.finditer(text))
         if st.pending is not None:
             message, start = st.pending, st.pending_line
