@@ -231,3 +231,28 @@ def test_a_file_that_fails_in_a_group_fails_alone(tmp_path: Path,
     a, b = _tables(grouped), _tables(serial)
     for name in a:
         assert a[name] == b[name], name
+
+
+def test_files_parsed_ahead_are_bounded_by_bytes(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """At most ``AHEAD_BYTES`` of files wait parsed (one file beyond it at most, so that
+    the next one is always started), whatever their number; every file is still found."""
+    seed = (SAMPLES / "real-cpu" / "real-cpu-baseline-r1" / "server.log").read_bytes()
+    paths = []
+    for i in range(12):
+        path = tmp_path / f"server-{i:02d}.log"
+        path.write_bytes(seed)
+        paths.append(path)
+    size = len(seed)
+    monkeypatch.setattr(ahead, "AHEAD_BYTES", 3 * size)
+    parse = ahead.ParseAhead(paths, set(), set(), False)
+    try:
+        most = 0
+        for i in range(len(paths)):
+            found = parse.take(i)
+            assert found is not None and found.parsed is not None, i
+            most = max(most, parse._held)
+            assert parse._held == sum(s for _, _, s in parse._started.values())
+        assert size <= most <= 3 * size + size  # (bounded, and some were held ahead)
+    finally:
+        parse.close()
