@@ -39,6 +39,7 @@ from logpipe.ingest.walk import unique_run_name
 from logpipe.readers import line_blocks, lines_at, open_binary, skip_to
 from logpipe.sources import bench, load
 from logpipe.store import Spool, Store, record_tables
+from logpipe.store.frames import add_columns
 
 AHEAD = 2
 """Blocks prepared ahead of the one being finished (one per core of a small machine)."""
@@ -214,19 +215,14 @@ def _write(store: Store, key: str, chunk: Chunk, parser: LogParser, runs: RunBoo
         runs.observe(seen)
     mapping = runs.ids()
 
-    def with_run(frame: pl.DataFrame) -> pl.DataFrame:
-        return _with_column(frame, _run_ids(frame["run_seq"], mapping))
-
     for table, frame in chunk.tables.items():
         if frame.height == 0:
             res.rows.setdefault(table, 0)
             continue
-        frame = with_run(frame)
-        if table in parser.linked:
-            frame = _with_column(frame, pl.Series("link_method", [IN_LOG]).new_from_index(
-                0, frame.height))
+        frame = add_columns(frame, [_run_ids(frame["run_seq"], mapping)])
+        linked = {"link_method": IN_LOG} if table in parser.linked else {}
         n = (spool.add if hold_all or table in parser.spooled else store.insert)(
-            table, frame, source_path=key)
+            table, frame, source_path=key, **linked)
         res.rows[table] = res.rows.get(table, 0) + n
         if table == "rejects":
             rejected += n
@@ -252,13 +248,6 @@ def _run_ids(seqs: pl.Series, mapping: dict[int, str]) -> pl.Series:
     if seqs.len() <= SMALL_FRAME:
         return pl.Series("run_id", [mapping.get(s) for s in seqs.to_list()], pl.String)
     return seqs.replace_strict(mapping, return_dtype=pl.String, default=None).alias("run_id")
-
-
-def _with_column(frame: pl.DataFrame, column: pl.Series) -> pl.DataFrame:
-    """``frame`` with ``column`` (replacing one of its name) without a polars query."""
-    if column.name in frame.columns:
-        return frame.with_columns(column)
-    return frame.hstack([column])
 
 
 def _unmake_quoted_runs(store: Store, path: Path, key: str, runs: RunBook,

@@ -121,11 +121,11 @@ class Lines:
     line)."""
 
     def __init__(self, lines: list[str] | None = None, slow_idx: list[int] | None = None,
-                 block: bytes | bytearray = b"", access: pl.DataFrame | None = None,
-                 count: int = 0) -> None:
+                 slow: list[str] | None = None, block: bytes | bytearray = b"",
+                 access: pl.DataFrame | None = None, count: int = 0) -> None:
         self.all = lines
         self.slow_idx = slow_idx or []
-        self.slow: list[str] = []
+        self.slow = slow or []
         self.block = block
         self.access = access
         self.count = len(lines) if lines is not None else count
@@ -153,12 +153,10 @@ def split_block(block: bytes | bytearray) -> tuple[Lines, pl.DataFrame]:
     assert _fastlane is not None
     out = _fastlane.scan_access(block)
     access = columns_frame(out["access"], _ACCESS_KINDS)
-    lines = Lines(slow_idx=np.frombuffer(out["slow_idx"], dtype=np.int64).tolist(),
-                  block=block, access=access, count=out["lines"])
     slow = out["slow"].decode("utf-8", errors="replace").split("\n")
     slow.pop()  # (each line ends in a newline)
-    lines.slow = slow
-    return lines, access
+    return Lines(slow_idx=np.frombuffer(out["slow_idx"], dtype=np.int64).tolist(), slow=slow,
+                 block=block, access=access, count=out["lines"]), access
 
 
 def _stretch_rows(access: pl.DataFrame,
