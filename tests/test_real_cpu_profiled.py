@@ -62,3 +62,46 @@ def test_compare_uses_the_profiled_launchs_steady_lines_as_an_a_a_pair(db: Path)
     assert c["verdict"] == "same configuration"
     at4 = next(m for m in c["metrics"] if m.get("stratum_running_req") == 4)
     assert at4["ratio"] == pytest.approx(406.41 / 432.885, abs=0.001)
+
+
+def test_several_and_overlapping_profiled_spans(db: Path, tmp_path: Path) -> None:
+    """A line is profiled where some profiler start lies before it and the first stop
+    after that start lies after it: with starts without stops, two starts before one
+    stop, a stop before any start and a start on a stop's line, the states are the rule's
+    (computed here from the events) and every other line keeps the state it had."""
+    import shutil
+
+    from logpipe.store import Store
+
+    copy = tmp_path / "spans.duckdb"
+    shutil.copy(db, copy)
+    with Store.open(copy) as store:
+        (rid, sid, lo, hi) = store.one(
+            "SELECT b.run_id, any_value(b.source_id), min(b.line_no), max(b.line_no) "
+            "FROM logpipe_internal.batches b JOIN runs r USING (run_id) "
+            "WHERE r.name = ? GROUP BY 1", [PLAIN])
+        before = dict(store.all("SELECT line_no, state FROM batch_states WHERE run_id = ?",
+                                [rid]))
+        step = (hi - lo) // 20
+        spans = [(lo + 2 * step, "profiling_stop"), (lo + 3 * step, "profiling_start"),
+                 (lo + 4 * step, "profiling_start"), (lo + 6 * step, "profiling_stop"),
+                 (lo + 9 * step, "profiling_start"), (lo + 12 * step, "profiling_stop"),
+                 (lo + 12 * step, "profiling_start"), (lo + 13 * step, "profiling_stop"),
+                 (lo + 18 * step, "profiling_start")]
+        for line, kind in spans:
+            store.con.execute("INSERT INTO logpipe_internal.events (run_id, source_id, "
+                              "line_no, kind) VALUES (?, ?, ?, ?)", [rid, sid, line, kind])
+        after = dict(store.all("SELECT line_no, state FROM batch_states WHERE run_id = ?",
+                               [rid]))
+    starts = [ln for ln, k in spans if k == "profiling_start"]
+    stops = [ln for ln, k in spans if k == "profiling_stop"]
+
+    def profiled(line: int) -> bool:
+        return any(s < line < min([e for e in stops if e > s], default=2**63)
+                   for s in starts)
+
+    assert after.keys() == before.keys()
+    inside = {ln for ln in after if profiled(ln)}
+    assert len(inside) > 20 and len(after) - len(inside) > 20
+    assert {ln for ln, s in after.items() if s == "profiled"} == inside
+    assert all(after[ln] == before[ln] for ln in after if ln not in inside)

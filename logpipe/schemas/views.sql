@@ -34,6 +34,9 @@ prof AS (
                        AND e.line_no > s.line_no), 9223372036854775807) AS stop_line
     FROM events s WHERE s.kind = 'profiling_start' AND (rid IS NULL OR s.run_id = rid)
 ),
+-- a run's profiled spans as one list (few runs have any: a line is tested against its
+-- run's list, not joined with every span)
+profs AS (SELECT run_id, list([start_line, stop_line]) AS spans FROM prof GROUP BY run_id),
 graphs AS (
     SELECT run_id, bool_or(cuda_graph) AS runs_graphs,
            min(line_no) FILTER (WHERE cuda_graph) AS first_graph_line
@@ -60,59 +63,58 @@ gaps AS (
     FROM b WHERE is_decode AND prev_decode_ts IS NOT NULL
     GROUP BY ALL
 )
-SELECT b.run_id, b.source_path, b.line_no, b.ts, b.kind, b.rank_tag, b.running_req,
-       b.queue_req, b.gen_throughput, b.input_throughput, b.accept_len, b.accept_rate,
-       b.token_usage, b.cuda_graph,
-       CASE
-         WHEN r.ready_line IS NOT NULL AND b.line_no < r.ready_line THEN 'warmup'
-         WHEN EXISTS (SELECT 1 FROM prof p WHERE p.run_id = b.run_id
-                      AND b.line_no > p.start_line AND b.line_no < p.stop_line) THEN 'profiled'
-         WHEN b.is_decode AND b.running_req = 0 THEN 'idle'
-         WHEN b.kind = 'decode' AND b.cuda_graph = false AND gr.runs_graphs THEN 'warmup'
-         WHEN b.is_decode AND (
-              b.prev_decode_line IS NULL
-              OR (b.prev_kind = 'prefill' AND b.prev_running = 0)
-              OR (b.kind = 'window' AND b.prev_running = 0)
-              OR (b.kind = 'window' AND coalesce(b.next_running, 0) = 0)
-              OR (g.median_gap_s > 0
-                  AND epoch(b.ts) - epoch(b.prev_decode_ts) > 3 * g.median_gap_s))
-           THEN 'warmup'
-         ELSE 'steady'
+-- the reason a line is not steady (NULL: steady), and its state from the reason: the
+-- tests in the order above, each once
+SELECT run_id, source_path, line_no, ts, kind, rank_tag, running_req, queue_req,
+       gen_throughput, input_throughput, accept_len, accept_rate, token_usage, cuda_graph,
+       CASE reason
+         WHEN 'before the server was ready' THEN 'warmup'
+         WHEN 'inside a profiled interval' THEN 'profiled'
+         WHEN 'no running requests' THEN 'idle'
+         ELSE CASE WHEN reason IS NULL THEN 'steady' ELSE 'warmup' END
        END AS state,
-       CASE
-         WHEN r.ready_line IS NOT NULL AND b.line_no < r.ready_line
-           THEN 'before the server was ready'
-         WHEN EXISTS (SELECT 1 FROM prof p WHERE p.run_id = b.run_id
-                      AND b.line_no > p.start_line AND b.line_no < p.stop_line)
-           THEN 'inside a profiled interval'
-         WHEN b.is_decode AND b.running_req = 0 THEN 'no running requests'
-         WHEN b.kind = 'decode' AND b.cuda_graph = false AND gr.runs_graphs
-           THEN 'decode ran off the graph'
-         WHEN b.kind = 'decode' AND b.prev_decode_line IS NULL THEN 'first decode line'
-         WHEN b.kind = 'window' AND b.prev_decode_line IS NULL
-           THEN 'first stats window (its interval includes the start of the load)'
-         WHEN b.kind = 'decode' AND b.prev_kind = 'prefill' AND b.prev_running = 0
-           THEN 'first decode after idle (window includes the idle time)'
-         WHEN b.kind = 'window' AND b.prev_running = 0
-           THEN 'first stats window after idle (its interval includes idle time)'
-         WHEN b.kind = 'window' AND coalesce(b.next_running, 0) = 0
-           THEN 'last stats window before idle (its requests ended inside it)'
-         WHEN b.is_decode AND g.median_gap_s > 0
-              AND epoch(b.ts) - epoch(b.prev_decode_ts) > 3 * g.median_gap_s
-           THEN 'first decode after a gap (window includes the idle time)'
-         ELSE NULL
-       END AS reason,
-       epoch(b.ts) - epoch(b.prev_ts) AS ts_step_s,
-       -- the lines graph coverage is computed on: decode lines after the server was
-       -- ready and after the run's first decode on the graph, with requests running
-       b.is_decode AND coalesce(b.running_req, 1) > 0
-         AND (r.ready_line IS NULL OR b.line_no >= r.ready_line)
-         AND (gr.first_graph_line IS NULL OR b.line_no >= gr.first_graph_line)
-         AS past_warmup
-FROM b
-LEFT JOIN ready r ON r.run_id = b.run_id
-LEFT JOIN graphs gr ON gr.run_id = b.run_id
-LEFT JOIN gaps g ON g.run_id = b.run_id AND g.rank_key = coalesce(b.rank_tag, '');
+       reason, ts_step_s, past_warmup
+FROM (
+    SELECT b.run_id, b.source_path, b.line_no, b.ts, b.kind, b.rank_tag, b.running_req,
+           b.queue_req, b.gen_throughput, b.input_throughput, b.accept_len, b.accept_rate,
+           b.token_usage, b.cuda_graph,
+           CASE
+             WHEN r.ready_line IS NOT NULL AND b.line_no < r.ready_line
+               THEN 'before the server was ready'
+             WHEN p.spans IS NOT NULL
+                  AND len(list_filter(p.spans, lambda s: b.line_no > s[1]
+                                                         AND b.line_no < s[2])) > 0
+               THEN 'inside a profiled interval'
+             WHEN b.is_decode AND b.running_req = 0 THEN 'no running requests'
+             WHEN b.kind = 'decode' AND b.cuda_graph = false AND gr.runs_graphs
+               THEN 'decode ran off the graph'
+             WHEN b.kind = 'decode' AND b.prev_decode_line IS NULL THEN 'first decode line'
+             WHEN b.kind = 'window' AND b.prev_decode_line IS NULL
+               THEN 'first stats window (its interval includes the start of the load)'
+             WHEN b.kind = 'decode' AND b.prev_kind = 'prefill' AND b.prev_running = 0
+               THEN 'first decode after idle (window includes the idle time)'
+             WHEN b.kind = 'window' AND b.prev_running = 0
+               THEN 'first stats window after idle (its interval includes idle time)'
+             WHEN b.kind = 'window' AND coalesce(b.next_running, 0) = 0
+               THEN 'last stats window before idle (its requests ended inside it)'
+             WHEN b.is_decode AND g.median_gap_s > 0
+                  AND epoch(b.ts) - epoch(b.prev_decode_ts) > 3 * g.median_gap_s
+               THEN 'first decode after a gap (window includes the idle time)'
+             ELSE NULL
+           END AS reason,
+           epoch(b.ts) - epoch(b.prev_ts) AS ts_step_s,
+           -- the lines graph coverage is computed on: decode lines after the server was
+           -- ready and after the run's first decode on the graph, with requests running
+           b.is_decode AND coalesce(b.running_req, 1) > 0
+             AND (r.ready_line IS NULL OR b.line_no >= r.ready_line)
+             AND (gr.first_graph_line IS NULL OR b.line_no >= gr.first_graph_line)
+             AS past_warmup
+    FROM b
+    LEFT JOIN ready r ON r.run_id = b.run_id
+    LEFT JOIN profs p ON p.run_id = b.run_id
+    LEFT JOIN graphs gr ON gr.run_id = b.run_id
+    LEFT JOIN gaps g ON g.run_id = b.run_id AND g.rank_key = coalesce(b.rank_tag, '')
+);
 
 CREATE OR REPLACE VIEW batch_states AS SELECT * FROM run_batch_states(NULL);
 
