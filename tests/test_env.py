@@ -340,3 +340,33 @@ def test_launches_repeating_their_arguments_share_an_environment_and_others_do_n
     assert runs[2][1] != single[1]
     changed = set(env_of(runs[2][0])) ^ set(env_of(single[0], db_alone))
     assert {r[0] for r in changed} == {"arg.tp_size"}
+
+
+def test_environment_json_and_canonical_texts_are_those_of_json_dumps_memoised_or_not(
+        ) -> None:
+    """A launch's environment text and its fingerprint's canonical values are memoised
+    per value: the texts are json.dumps' and _canonical's for values == cannot tell apart
+    (1, 1.0, True; 0.0, -0.0), lists, non-ASCII text and conflicts, twice over."""
+    import json
+
+    from logpipe.env import model
+    from logpipe.env.model import Entry, RunEnv
+
+    values = [1, 1.0, True, False, 0, 0.0, -0.0, None, "1", "true", "naïve ☃", "",
+              [1, 2], {"a": [1, 2.5]}, float("nan"), float("inf"), 2**70, 1e-300, "8.0"]
+    for _ in range(2):
+        env = RunEnv({f"k{i}.{j}": Entry(v, src, tier, conflict)
+                      for i, v in enumerate(values)
+                      for j, (src, tier, conflict) in enumerate(
+                          [("log", "identity", None), ("server_args", "annotation",
+                                                        "manifest says 'x'")])})
+        assert env.to_json() == json.dumps(
+            {k: e.as_json() for k, e in sorted(env.entries.items())}, default=str)
+        assert [model.canonical(v) for v in values] == [model._canonical(v) for v in values]
+        assert model.canonical(-0.0) == "0" and model.canonical(True) == "true" \
+            and model.canonical(1.0) == "1"
+    for a, b in ((1, True), (0.0, -0.0), (1, 1.0)):  # one key, values == cannot tell apart
+        assert RunEnv({"a": Entry(a, "log")}).to_json() == json.dumps(
+            {"a": {"value": a, "source": "log", "tier": "annotation"}})
+        assert RunEnv({"a": Entry(b, "log")}).to_json() == json.dumps(
+            {"a": {"value": b, "source": "log", "tier": "annotation"}})

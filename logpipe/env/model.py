@@ -43,8 +43,10 @@ class RunEnv:
                             if e.tier == "identity"})
 
     def to_json(self) -> str:
-        return json.dumps({k: e.as_json() for k, e in sorted(self.entries.items())},
-                          default=str)
+        """``json.dumps`` of the entries by key, each entry's text made once per process
+        (the launches of a file repeat nearly all of their ~600 entries)."""
+        return "{" + ", ".join(_entry_json(k, e) for k, e in sorted(self.entries.items())) \
+            + "}"
 
     @classmethod
     def from_json(cls, text: str | None, complete: bool = False) -> RunEnv:
@@ -53,7 +55,52 @@ class RunEnv:
                              v.get("conflict")) for k, v in data.items()}, complete)
 
 
+_MEMO_MAX = 100_000
+_entry_texts: dict[tuple[Any, ...], str] = {}
+_canonicals: dict[tuple[Any, ...], str] = {}
+
+
+def _typed(value: Any) -> tuple[Any, ...] | None:
+    """A memo key for ``value`` that tells apart what ``==`` does not (``1``, ``1.0`` and
+    ``True``; ``0.0`` and ``-0.0``), or None for a value that is not memoised."""
+    if value is None or isinstance(value, str | int):
+        return (type(value), value)
+    if isinstance(value, float):
+        return (float, repr(value))
+    return None
+
+
+def _memo(memo: dict[tuple[Any, ...], str], key: tuple[Any, ...]) -> str | None:
+    if len(memo) > _MEMO_MAX:
+        memo.clear()
+    return memo.get(key)
+
+
+def _entry_json(key: str, entry: Entry) -> str:
+    """``"key": {...}`` as ``json.dumps`` writes the item of a dict."""
+    typed = _typed(entry.value)
+    if typed is None:
+        return f"{json.dumps(key)}: {json.dumps(entry.as_json(), default=str)}"
+    memo_key = (key, *typed, entry.source, entry.tier, entry.conflict)
+    text = _memo(_entry_texts, memo_key)
+    if text is None:
+        text = _entry_texts[memo_key] = \
+            f"{json.dumps(key)}: {json.dumps(entry.as_json(), default=str)}"
+    return text
+
+
 def canonical(value: Any) -> str:
+    """One text per meaning (memoised for plain values: a fingerprint reads hundreds)."""
+    typed = _typed(value)
+    if typed is None:
+        return _canonical(value)
+    text = _memo(_canonicals, typed)
+    if text is None:
+        text = _canonicals[typed] = _canonical(value)
+    return text
+
+
+def _canonical(value: Any) -> str:
     """One text per meaning: ``8``, ``"8"`` and ``8.0`` agree; so do ``True`` and ``"true"``."""
     if value is None:
         return "null"
