@@ -12,6 +12,7 @@ imports the ingest or the store.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -81,6 +82,11 @@ class LogParser(Protocol):
 
     def end(self) -> Chunk | None:
         """What is left at the end of what the file holds now (a record left open)."""
+
+    def workers(self) -> AbstractContextManager[None]:
+        """Entered while the ingest reads a big file block by block: worker processes the
+        parse may give its slowest lines to (started as needed, ended on exit).  Small
+        files, parsed whole, are parsed without."""
 
     def state_json(self) -> str: ...
 

@@ -123,11 +123,14 @@ def read_log(store: Store, path: Path, key: str, kind: str, head: bytes, engine:
         if progress and offset:
             progress(min(offset, stat.st_size))
         consoles = ConsoleSummaries()
+        # (a small file parsed ahead: no thread nor worker started for it; the parser's
+        # workers end after the threads that prepare blocks for them)
         with (Spool(store) if shared is None else nullcontext(shared.spool)) as spool, \
-                (ThreadPoolExecutor(max_workers=AHEAD) if parsed is None  # (a small file
+                (parser.workers() if parsed is None else nullcontext(None)), \
+                (ThreadPoolExecutor(max_workers=AHEAD) if parsed is None
                  else nullcontext(None)) as ahead, \
-                (ThreadPoolExecutor(max_workers=1) if parsed is None  # parsed ahead:
-                 else nullcontext(None)) as hashing:  # no thread started for it)
+                (ThreadPoolExecutor(max_workers=1) if parsed is None
+                 else nullcontext(None)) as hashing:
             for block, first_line_no, chunk in (
                     _chunks(fh, parser, ahead) if parsed is None else parsed.blocks):
                 if hashing is not None:

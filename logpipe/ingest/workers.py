@@ -55,6 +55,7 @@ class Workers:
         # 2.3 ms of CPU a file with a thread per core, 1.7 ms with one)
         env.setdefault("POLARS_MAX_THREADS", "1")
         self._lock = threading.Lock()
+        self._writing = [threading.Lock() for _ in range(n)]
         self._next = 0
         self._procs: list[subprocess.Popen[bytes]] = []
         self._waiting: list[dict[int, Future[Any]]] = []
@@ -82,14 +83,21 @@ class Workers:
         with self._lock:
             k = min(range(len(self._procs)), key=lambda i: len(self._waiting[i]))
             self._next += 1
-            self._waiting[k][self._next] = future
+            ident = self._next
+            self._waiting[k][ident] = future
+        # written outside the lock the reader takes for each reply: a request bigger than
+        # the pipe holds waits for the worker to read it, and the worker may first have to
+        # write a reply bigger than the pipe holds, which the reader must be free to take
+        with self._writing[k]:
             stdin = self._procs[k].stdin
             try:
                 assert stdin is not None
-                _send(stdin, (self._next, args))
+                _send(stdin, (ident, args))
             except (OSError, ValueError) as exc:  # a worker gone: its requests fail
-                self._waiting[k].pop(self._next, None)
-                future.set_exception(exc)
+                with self._lock:
+                    mine = self._waiting[k].pop(ident, None) is not None
+                if mine:  # (else the reader has failed it: the worker ended)
+                    future.set_exception(exc)
         return future
 
     def _read(self, k: int) -> None:

@@ -8,11 +8,17 @@ from __future__ import annotations
 import ctypes
 import functools
 import json
+import os
 import platform
 import re
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
+from concurrent.futures import Future
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
 
 from logpipe.engines.parsing import Chunk, Era, RunSeen
 from logpipe.engines.sglang import era, fastlane
@@ -26,9 +32,13 @@ from logpipe.engines.sglang.parser import (
     prepare_block,
     split_files,
 )
+from logpipe.engines.sglang.records import is_request
 from logpipe.engines.sglang.server_args import redact, redact_text
 from logpipe.readers import is_prose, read_head
 from logpipe.sources.bench import CONSOLE_BANNER
+
+if TYPE_CHECKING:
+    from logpipe.ingest.workers import Workers
 
 PARSE_BLOCK_BYTES = 16 * 1024 * 1024
 """Bytes per parsed block.  Each block costs fixed polars work (the parser's expressions
@@ -45,6 +55,20 @@ times its size (1 GB steady log, polars parser only: 765 MB peak at 8 MB blocks,
 at 32 MB), and its per-line cost dwarfs the per-block one."""
 
 
+RECORDS_FOR_WORKER = 256
+"""Request records in a block from which a big file's are read by a worker process
+(:meth:`SGLangLogParser.workers`): a ``Finish:`` line of a few KB is ~80 us of Python,
+which the first core, finishing the blocks in order, would otherwise spend (a file of
+many short launches holds one every ~5 KB); the records' text goes to the worker and
+their rows come back pickled, a few ms a block."""
+
+
+def record_workers_enabled() -> bool:
+    """Whether a big log's request records may be read by a worker process
+    (``LOGPIPE_RECORD_WORKERS=0``: in the ingest's own process, as small files' are)."""
+    return os.environ.get("LOGPIPE_RECORD_WORKERS", "1") != "0"
+
+
 class SGLangLogParser:
     """SGLang's lines, block by block (:class:`logpipe.engines.parsing.LogParser`)."""
 
@@ -59,6 +83,23 @@ class SGLangLogParser:
         self.block_bytes = (PARSE_BLOCK_BYTES if fastlane.enabled()
                             else min(PARSE_BLOCK_BYTES, POLARS_BLOCK_BYTES))
         _reuse_freed_blocks()
+        self._may_use_workers = False
+        self._pool: Workers | None = None
+        self._pool_lock = threading.Lock()
+        self._pool_failed = False
+        self.records_sent = 0
+        """Request records read by the worker so far (what the tests look at)."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A small file's parser comes back pickled from the process that parsed it:
+        without its worker pool (none: small files are parsed whole) nor the lock."""
+        state = dict(self.__dict__)
+        state.update(_pool=None, _pool_lock=None, _may_use_workers=False)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._pool_lock = threading.Lock()
 
     @property
     def lines(self) -> int:
@@ -67,16 +108,71 @@ class SGLangLogParser:
     def count_lines(self, block: bytes | bytearray) -> int:
         return fastlane.count_lines(block)
 
-    def prepare(self, block: bytes | bytearray, first_line_no: int) -> PreparedChunk:
-        return prepare_block(block, first_line_no, self.fallback_date)
+    def prepare(self, block: bytes | bytearray, first_line_no: int
+                ) -> tuple[PreparedChunk, tuple[list[int], Future[Any]] | None]:
+        prepared = prepare_block(block, first_line_no, self.fallback_date)
+        return prepared, self._send_requests(prepared)
 
-    def finish(self, prepared: PreparedChunk) -> Chunk:
+    def finish(self, prepared_: tuple[PreparedChunk,
+                                      tuple[list[int], Future[Any]] | None]) -> Chunk:
+        prepared, sent = prepared_
+        if sent is not None:
+            rows, future = sent
+            try:
+                prepared.requests = dict(zip(rows, future.result(), strict=True))
+            except Exception:  # noqa: BLE001 - the worker failed: read here, as without
+                prepared.requests = None
         chunk = finish_chunk(prepared, self.state, self.keep_text)
         return _rows(chunk, may_hold_console=prepared.fast is None
                      or CONSOLE_BANNER in prepared.fast.slow_text)
 
     def end(self) -> Chunk | None:
         return None
+
+    @contextmanager
+    def workers(self) -> Iterator[None]:
+        """While the ingest reads a big file block by block: blocks of
+        :data:`RECORDS_FOR_WORKER` request records or more have them read by a worker
+        process (started at the first such block, ended on exit; the rows are those this
+        process would read).  Small files, parsed whole, never start one."""
+        self._may_use_workers = record_workers_enabled()
+        try:
+            yield
+        finally:
+            self._may_use_workers = False
+            with self._pool_lock:
+                pool, self._pool = self._pool, None
+            if pool is not None:
+                pool.shutdown()
+
+    def _send_requests(self, prepared: PreparedChunk
+                       ) -> tuple[list[int], Future[Any]] | None:
+        """The block's request records sent to the worker (``(rows, future)``), or None
+        where they are read in :meth:`finish` (few, or no worker)."""
+        lines = prepared.lines
+        if not self._may_use_workers or self._pool_failed or "msg" not in lines.columns:
+            return None
+        hits = lines.filter(is_request(pl.col("msg"))).select("row", "msg")
+        if hits.height < RECORDS_FOR_WORKER:
+            return None
+        pool = self._worker_pool()
+        if pool is None:
+            return None
+        self.records_sent += hits.height
+        return (hits["row"].to_list(),
+                pool.submit(hits["msg"].to_list(), self.keep_text))
+
+    def _worker_pool(self) -> Workers | None:
+        with self._pool_lock:  # (blocks are prepared on several threads)
+            if self._pool is None and not self._pool_failed and self._may_use_workers:
+                from logpipe.ingest.workers import Workers
+
+                try:
+                    self._pool = Workers(1, "logpipe.engines.sglang.records:request_rows",
+                                         None)
+                except OSError:
+                    self._pool_failed = True
+            return self._pool
 
     def state_json(self) -> str:
         return self.state.to_json()

@@ -18,6 +18,7 @@ noise, and exactly one of these; nothing raises on bad input.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -205,6 +206,9 @@ class PreparedChunk:
     http: pl.DataFrame
     fast: fastlane.Lanes | None = None
     """Rows the C fast lane read (``lines`` then holds only the other lines)."""
+    requests: Mapping[int, tuple[dict[str, Any] | None, str | None]] | None = None
+    """Request records already read (:func:`records.request_row` by ``row``: by a worker
+    process, :class:`logpipe.engines.sglang.logparser.SGLangLogParser`)."""
 
 
 def prepare_chunk(text: str, first_line_no: int, fallback_date: str,
@@ -304,7 +308,7 @@ def finish_chunk(prepared: PreparedChunk, state: LogState, keep_text: bool = Fal
     )
     requests, phase_rows, record_rejects = parse_records(
         df.filter(pl.col("cat") == "record").select("row", "line_no", "run_seq", "msg"),
-        keep_text)
+        keep_text, prepared.requests)
     # ``row`` indexes this block's slow lines (which lines those are depends on the lane);
     # the records keep their line numbers
     requests = requests.drop("row", strict=False)

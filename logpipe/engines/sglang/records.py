@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import polars as pl
@@ -210,10 +211,24 @@ def request_row(msg: str, keep_text: bool = False
     return request_metrics.to_row(obj, keep_text), None
 
 
-def parse_records(df: pl.DataFrame, keep_text: bool = False
+def request_rows(setup: object, msgs: list[str], keep_text: bool
+                 ) -> list[tuple[dict[str, Any] | None, str | None]]:
+    """:func:`request_row` of each of ``msgs``: what a worker process reads for the
+    parse of a block of many request records (``setup`` unused)."""
+    return [request_row(msg, keep_text) for msg in msgs]
+
+
+def is_request(msg: pl.Expr) -> pl.Expr:
+    """The record lines :func:`request_row` reads (every record but phase records)."""
+    return is_record(msg) & ~msg.str.starts_with(PHASE_PREFIX)
+
+
+def parse_records(df: pl.DataFrame, keep_text: bool = False,
+                  read: Mapping[int, tuple[dict[str, Any] | None, str | None]] | None = None
                   ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """``(requests, phase rows, rejects)`` from the record lines of ``df`` (columns
-    ``row, line_no, run_seq, msg``); each frame keeps ``row``, ``line_no`` and ``run_seq``."""
+    ``row, line_no, run_seq, msg``); each frame keeps ``row``, ``line_no`` and ``run_seq``.
+    ``read``: :func:`request_row` of request lines already read, by ``row``."""
     hits = df.filter(is_record(pl.col("msg")))
     requests: list[dict[str, Any]] = []
     phase_rows: list[dict[str, Any]] = []
@@ -227,7 +242,8 @@ def parse_records(df: pl.DataFrame, keep_text: bool = False
                 rejects.append((row, line_no, run_seq, f"phase record: {bad[0][1]}"))
             phase_rows.extend({**where, **r} for _, r in got)
             continue
-        req, reason = request_row(msg, keep_text)
+        done = read.get(row) if read is not None else None
+        req, reason = done if done is not None else request_row(msg, keep_text)
         if req is None:
             rejects.append((row, line_no, run_seq, reason or "unreadable request record"))
         else:

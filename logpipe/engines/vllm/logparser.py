@@ -11,6 +11,7 @@ import json
 import re
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
@@ -244,6 +245,9 @@ class VLLMLogParser:
     def end(self) -> Chunk | None:
         self.parser.finish()
         return self._take()
+
+    def workers(self) -> AbstractContextManager[None]:
+        return nullcontext()  # (its slow lines are few: stats lines every 10 s)
 
     def state_json(self) -> str:
         return self.state.to_json()
