@@ -258,46 +258,56 @@ def test_files_parsed_ahead_are_bounded_by_bytes(tmp_path: Path,
         parse.close()
 
 
-@pytest.mark.parametrize("keep_text", [False, True])
-def test_request_records_read_by_a_worker_are_the_same_tables(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keep_text: bool) -> None:
-    """A big log's request records read by a worker process (blocks of many) give the
-    rows the ingest's own process gives them, in every public table, the prompt and output
-    text included where kept; no worker is left running."""
+@pytest.mark.parametrize(("keep_text", "blocks_before"), [(False, 0), (True, 2)])
+def test_slow_lines_read_by_a_worker_are_the_same_tables(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keep_text: bool,
+        blocks_before: int) -> None:
+    """A big log's request records and event lines read by a worker process (blocks of
+    many; the first blocks in process where the worker starts later) give the rows the
+    ingest's own process gives them, in every public table, the request text included
+    where kept; no worker is left running."""
     launches = [SAMPLES / "real-cpu" / name / "server.log" for name in (
         "real-cpu-baseline-r1", "real-cpu-baseline-r2", "real-cpu-ngram-r1",
         "real-cpu-ngram-r2")]
     big = tmp_path / "logs" / "launches.log"  # over the small-file size: read in blocks
     big.parent.mkdir()
     with big.open("wb") as out:
-        while out.tell() <= group.SMALL_FILE_BYTES:
+        while out.tell() <= group.SMALL_FILE_BYTES * 3 // 2:
             for path in launches:
                 out.write(path.read_bytes())
     monkeypatch.setattr(logparser, "PARSE_BLOCK_BYTES", 1024 * 1024)  # several blocks
     monkeypatch.setattr(logparser, "RECORDS_FOR_WORKER", 16)
-    sent: list[int] = []
-    send = logparser.SGLangLogParser._send_requests
+    monkeypatch.setattr(logparser, "EVENTS_FOR_WORKER", 16)
+    monkeypatch.setattr(logparser, "BLOCKS_BEFORE_WORKER", blocks_before)
+    sent: list[tuple[int, int]] = []
+    send = logparser.SGLangLogParser._send_slow_lines
 
     def counted(self: Any, prepared: Any) -> Any:
         out = send(self, prepared)
-        sent.append(0 if out is None else len(out[0]))
+        sent.append((0, 0) if out is None else (len(out[0]), len(out[1])))
         return out
 
-    monkeypatch.setattr(logparser.SGLangLogParser, "_send_requests", counted)
+    monkeypatch.setattr(logparser.SGLangLogParser, "_send_slow_lines", counted)
     by_worker, here = tmp_path / "worker.duckdb", tmp_path / "here.duckdb"
     assert not ingest_paths([big], by_worker, keep_request_text=keep_text).failed
-    assert len(sent) >= 5 and sum(sent) >= 500  # the records went to the worker
+    # the records and events went to the worker
+    assert len(sent) >= 6 and sent[:blocks_before] == [(0, 0)] * blocks_before
+    assert sum(r for r, _ in sent) >= 500 and sum(e for _, e in sent) >= 300
     monkeypatch.setenv("LOGPIPE_RECORD_WORKERS", "0")
     sent.clear()
     assert not ingest_paths([big], here, keep_request_text=keep_text).failed
-    assert len(sent) >= 5 and sum(sent) == 0
+    assert len(sent) >= 6 and sent == [(0, 0)] * len(sent)
     a, b = _tables(by_worker), _tables(here)
-    assert len(a["request_metrics"]) >= 500
+    assert len(a["request_metrics"]) >= 500 and len(a["events"]) >= 300
+    assert len(a["runs"]) >= 20
     con = duckdb.connect(str(by_worker), read_only=True)
     (kept,) = con.execute("SELECT count(*) FILTER (WHERE extra::VARCHAR LIKE "
                           "'%\"prompt_text\":%') FROM request_metrics").fetchone() or (0,)
+    (args,) = con.execute("SELECT count(*) FROM runs WHERE server_args IS NOT NULL"
+                          ).fetchone() or (0,)
     con.close()
     assert kept == (len(a["request_metrics"]) if keep_text else 0)
+    assert args == len(a["runs"])  # every launch's arguments, read by the worker
     assert a.keys() == b.keys()
     for name in a:
         assert a[name] == b[name], name

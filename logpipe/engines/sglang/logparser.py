@@ -40,6 +40,10 @@ from logpipe.sources.bench import CONSOLE_BANNER
 if TYPE_CHECKING:
     from logpipe.ingest.workers import Workers
 
+Sent = tuple[list[int], list[int], Future[Any]]
+"""A block's slow lines given to the worker: the rows of its request records and of its
+event lines, and the future of what the worker reads of them."""
+
 PARSE_BLOCK_BYTES = 16 * 1024 * 1024
 """Bytes per parsed block.  Each block costs fixed polars work (the parser's expressions
 are planned per call, whatever the rows), so larger blocks pay it less often, but up to
@@ -56,11 +60,19 @@ at 32 MB), and its per-line cost dwarfs the per-block one."""
 
 
 RECORDS_FOR_WORKER = 256
-"""Request records in a block from which a big file's are read by a worker process
-(:meth:`SGLangLogParser.workers`): a ``Finish:`` line of a few KB is ~80 us of Python,
-which the first core, finishing the blocks in order, would otherwise spend (a file of
-many short launches holds one every ~5 KB); the records' text goes to the worker and
-their rows come back pickled, a few ms a block."""
+"""Request records in a block from which a big file's slow lines are read by a worker
+process (:meth:`SGLangLogParser.workers`): a ``Finish:`` line of a few KB is ~80 us of
+Python, which the first core, finishing the blocks in order, would otherwise spend (a
+file of many short launches holds one every ~5 KB); the lines' text goes to the worker
+and their rows come back pickled, a few ms a block."""
+EVENTS_FOR_WORKER = 1000
+"""Event lines in a block from which they are read by the worker likewise (their attrs
+and, for ``server_args``, the arguments: ~20-200 us a line, ~1 ms a ``server_args``)."""
+BLOCKS_BEFORE_WORKER = 2
+"""Blocks of many slow lines read in process before the worker reads them: it is started
+at the last of these (its start, ~0.5 s of CPU beside the blocks' preparation on the
+second core, is then not waited for) and pays off over a long file, not over two blocks
+(32 MB of docker launches: 3.1-3.2 s without, 3.6-4.0 s with a worker from the first)."""
 
 
 def record_workers_enabled() -> bool:
@@ -87,8 +99,10 @@ class SGLangLogParser:
         self._pool: Workers | None = None
         self._pool_lock = threading.Lock()
         self._pool_failed = False
-        self.records_sent = 0
-        """Request records read by the worker so far (what the tests look at)."""
+        self._slow_blocks = 0
+        self.records_sent = self.events_sent = 0
+        """Request records and event lines read by the worker so far (what the tests
+        look at)."""
 
     def __getstate__(self) -> dict[str, Any]:
         """A small file's parser comes back pickled from the process that parsed it:
@@ -109,19 +123,20 @@ class SGLangLogParser:
         return fastlane.count_lines(block)
 
     def prepare(self, block: bytes | bytearray, first_line_no: int
-                ) -> tuple[PreparedChunk, tuple[list[int], Future[Any]] | None]:
+                ) -> tuple[PreparedChunk, Sent | None]:
         prepared = prepare_block(block, first_line_no, self.fallback_date)
-        return prepared, self._send_requests(prepared)
+        return prepared, self._send_slow_lines(prepared)
 
-    def finish(self, prepared_: tuple[PreparedChunk,
-                                      tuple[list[int], Future[Any]] | None]) -> Chunk:
+    def finish(self, prepared_: tuple[PreparedChunk, Sent | None]) -> Chunk:
         prepared, sent = prepared_
-        if sent is not None:
-            rows, future = sent
+        if sent is not None:  # (the blocks are finished in order: the worker's in its)
+            requests, events, future = sent
             try:
-                prepared.requests = dict(zip(rows, future.result(), strict=True))
+                read_requests, read_events = future.result()
+                prepared.requests = dict(zip(requests, read_requests, strict=True))
+                prepared.events = dict(zip(events, read_events, strict=True))
             except Exception:  # noqa: BLE001 - the worker failed: read here, as without
-                prepared.requests = None
+                prepared.requests = prepared.events = None
         chunk = finish_chunk(prepared, self.state, self.keep_text)
         return _rows(chunk, may_hold_console=prepared.fast is None
                      or CONSOLE_BANNER in prepared.fast.slow_text)
@@ -142,25 +157,37 @@ class SGLangLogParser:
             self._may_use_workers = False
             with self._pool_lock:
                 pool, self._pool = self._pool, None
-            if pool is not None:
-                pool.shutdown()
+            if pool is not None:  # (what it still reads, no block waits for: not waited)
+                pool.shutdown(wait=False)
 
-    def _send_requests(self, prepared: PreparedChunk
-                       ) -> tuple[list[int], Future[Any]] | None:
-        """The block's request records sent to the worker (``(rows, future)``), or None
-        where they are read in :meth:`finish` (few, or no worker)."""
+    def _send_slow_lines(self, prepared: PreparedChunk) -> Sent | None:
+        """The block's request records and event lines sent to the worker, or None where
+        they are read in :meth:`finish` (few, or no worker)."""
         lines = prepared.lines
         if not self._may_use_workers or self._pool_failed or "msg" not in lines.columns:
             return None
-        hits = lines.filter(is_request(pl.col("msg"))).select("row", "msg")
-        if hits.height < RECORDS_FOR_WORKER:
+        requests = lines.filter(is_request(pl.col("msg"))).select("row", "msg")
+        events = lines.filter(pl.col("event_kind").is_not_null()).select(
+            "row", "event_kind", "msg")
+        if requests.height < RECORDS_FOR_WORKER and events.height < EVENTS_FOR_WORKER:
+            return None
+        with self._pool_lock:
+            self._slow_blocks += 1
+            early = self._slow_blocks <= BLOCKS_BEFORE_WORKER
+            start = self._slow_blocks == BLOCKS_BEFORE_WORKER
+        if early:
+            if start:
+                self._worker_pool()  # (started now, used from the next such block)
             return None
         pool = self._worker_pool()
         if pool is None:
             return None
-        self.records_sent += hits.height
-        return (hits["row"].to_list(),
-                pool.submit(hits["msg"].to_list(), self.keep_text))
+        self.records_sent += requests.height
+        self.events_sent += events.height
+        return (requests["row"].to_list(), events["row"].to_list(),
+                pool.submit(requests["msg"].to_list(),
+                            list(zip(events["event_kind"], events["msg"], strict=True)),
+                            self.keep_text))
 
     def _worker_pool(self) -> Workers | None:
         with self._pool_lock:  # (blocks are prepared on several threads)
@@ -168,8 +195,8 @@ class SGLangLogParser:
                 from logpipe.ingest.workers import Workers
 
                 try:
-                    self._pool = Workers(1, "logpipe.engines.sglang.records:request_rows",
-                                         None)
+                    self._pool = Workers(
+                        1, "logpipe.engines.sglang.parser:read_slow_lines", None)
                 except OSError:
                     self._pool_failed = True
             return self._pool

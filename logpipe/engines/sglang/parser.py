@@ -37,7 +37,7 @@ from logpipe.engines.sglang.prefix import (
     split_prefixes,
     timestamps,
 )
-from logpipe.engines.sglang.records import is_record, parse_records
+from logpipe.engines.sglang.records import is_record, parse_records, request_row
 from logpipe.engines.sglang.server_args import parse_server_args, redact_text
 
 RECORD_LIKE_RE = r"(?i)(?:prefill|decode) batch|throughput"
@@ -143,6 +143,28 @@ def _attrs_json(kind: str, message: str) -> str:
     return json.dumps(event_attrs(kind, message), default=str)
 
 
+EventRead = tuple[str, dict[str, Any] | None, str | None]
+"""An event line as :func:`finish_chunk` reads it (but an error's traceback): its attrs as
+JSON and, for a ``server_args`` line, its arguments and its message redacted."""
+
+
+def read_event(kind: str, msg: str) -> EventRead:
+    if kind != "server_args":
+        return _attrs_json(kind, msg), None, None
+    args = parse_server_args(msg)
+    return _attrs_json(kind, msg), args, redact_text(msg, args or {})[:MESSAGE_LIMIT]
+
+
+def read_slow_lines(setup: object, requests: list[str], events: list[tuple[str, str]],
+                    keep_text: bool) -> tuple[list[tuple[dict[str, Any] | None, str | None]],
+                                              list[EventRead]]:
+    """A block's request records and event lines read (:func:`records.request_row`,
+    :func:`read_event`): what a worker process does for a block of many
+    (``setup`` unused)."""
+    return ([request_row(msg, keep_text) for msg in requests],
+            [read_event(kind, msg) for kind, msg in events])
+
+
 def _roll_days(df: pl.DataFrame, state: LogState, fast: pl.DataFrame | None = None,
                files: Files | None = None) -> tuple[pl.DataFrame, pl.DataFrame | None]:
     """Add a day to time-only stamps each time the clock runs backwards by > 12 h.
@@ -209,6 +231,8 @@ class PreparedChunk:
     requests: Mapping[int, tuple[dict[str, Any] | None, str | None]] | None = None
     """Request records already read (:func:`records.request_row` by ``row``: by a worker
     process, :class:`logpipe.engines.sglang.logparser.SGLangLogParser`)."""
+    events: Mapping[int, EventRead] | None = None
+    """Event lines already read (:func:`read_event` by ``row``, likewise)."""
 
 
 def prepare_chunk(text: str, first_line_no: int, fallback_date: str,
@@ -358,9 +382,12 @@ def finish_chunk(prepared: PreparedChunk, state: LogState, keep_text: bool = Fal
     event_kinds: list[str] = []
     interrupted = _interrupted(ev["kind"].to_list(), ev["cont"].to_list(),
                                ev["file"].to_list() if files is not None else None)
-    for i, (kind, msg, cont, line_no, rseq) in enumerate(zip(
-        ev["kind"], ev["msg"], ev["cont"], ev["line_no"], ev["run_seq"], strict=True
+    read = prepared.events or {}
+    for i, (row, kind, msg, cont, line_no, rseq) in enumerate(zip(
+        ev["row"], ev["kind"], ev["msg"], ev["cont"], ev["line_no"], ev["run_seq"],
+        strict=True
     )):
+        done = read.get(row)
         if kind == "error" and cont:
             a = event_attrs(kind, msg)
             tail = [t.strip() for t in cont.splitlines() if t.strip()
@@ -373,11 +400,14 @@ def finish_chunk(prepared: PreparedChunk, state: LogState, keep_text: bool = Fal
                 kind = "shutdown"
             attrs.append(json.dumps(a, default=str))
         else:
-            attrs.append(_attrs_json(kind, msg))
+            if done is None or done[0] is None:
+                done = read_event(kind, msg)
+            attrs.append(done[0])
         if kind == "server_args":
-            args = parse_server_args(msg)
-            launches.append(Launch(rseq, line_no, args, msg))
-            messages.append(redact_text(msg, args or {})[:MESSAGE_LIMIT])
+            if done is None or done[2] is None:
+                done = read_event(kind, msg)
+            launches.append(Launch(rseq, line_no, done[1], msg))
+            messages.append(done[2] or "")
         else:
             messages.append((msg + ("\n" + cont if cont else ""))[:MESSAGE_LIMIT])
         event_kinds.append(kind)

@@ -211,13 +211,6 @@ def request_row(msg: str, keep_text: bool = False
     return request_metrics.to_row(obj, keep_text), None
 
 
-def request_rows(setup: object, msgs: list[str], keep_text: bool
-                 ) -> list[tuple[dict[str, Any] | None, str | None]]:
-    """:func:`request_row` of each of ``msgs``: what a worker process reads for the
-    parse of a block of many request records (``setup`` unused)."""
-    return [request_row(msg, keep_text) for msg in msgs]
-
-
 def is_request(msg: pl.Expr) -> pl.Expr:
     """The record lines :func:`request_row` reads (every record but phase records)."""
     return is_record(msg) & ~msg.str.starts_with(PHASE_PREFIX)
