@@ -196,7 +196,7 @@ class SGLangLogParser:
 
                 try:
                     self._pool = Workers(
-                        1, "logpipe.engines.sglang.parser:read_slow_lines", None)
+                        1, "logpipe.engines.sglang.slowlines:read_slow_lines", None)
                 except OSError:
                     self._pool_failed = True
             return self._pool

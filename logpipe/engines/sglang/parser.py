@@ -37,14 +37,13 @@ from logpipe.engines.sglang.prefix import (
     split_prefixes,
     timestamps,
 )
-from logpipe.engines.sglang.records import is_record, parse_records, request_row
-from logpipe.engines.sglang.server_args import parse_server_args, redact_text
+from logpipe.engines.sglang.records import is_record, parse_records
+from logpipe.engines.sglang.slowlines import MESSAGE_LIMIT, EventRead, read_event
 
 RECORD_LIKE_RE = r"(?i)(?:prefill|decode) batch|throughput"
 """What a line that may hold a measurement says: ingest counts such lines it did not read,
 and ``logpipe doctor`` lists them."""
 RAW_LIMIT = 2000
-MESSAGE_LIMIT = 100_000
 
 @dataclass
 class LogState:
@@ -135,34 +134,6 @@ class ParsedChunk:
     prefixes: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=PREFIX_SCHEMA))
     """``line_prefixes`` rows: the outer prefix of record lines found by SGLang's signature
     (``run_seq``, ``line_no``, ``prefix``, ``outer_ts``, ``service``, ``pid``)."""
-
-
-@lru_cache(maxsize=8192)
-def _attrs_json(kind: str, message: str) -> str:
-    """Event attrs as JSON; the same startup and lifecycle lines recur, so cache them."""
-    return json.dumps(event_attrs(kind, message), default=str)
-
-
-EventRead = tuple[str, dict[str, Any] | None, str | None]
-"""An event line as :func:`finish_chunk` reads it (but an error's traceback): its attrs as
-JSON and, for a ``server_args`` line, its arguments and its message redacted."""
-
-
-def read_event(kind: str, msg: str) -> EventRead:
-    if kind != "server_args":
-        return _attrs_json(kind, msg), None, None
-    args = parse_server_args(msg)
-    return _attrs_json(kind, msg), args, redact_text(msg, args or {})[:MESSAGE_LIMIT]
-
-
-def read_slow_lines(setup: object, requests: list[str], events: list[tuple[str, str]],
-                    keep_text: bool) -> tuple[list[tuple[dict[str, Any] | None, str | None]],
-                                              list[EventRead]]:
-    """A block's request records and event lines read (:func:`records.request_row`,
-    :func:`read_event`): what a worker process does for a block of many
-    (``setup`` unused)."""
-    return ([request_row(msg, keep_text) for msg in requests],
-            [read_event(kind, msg) for kind, msg in events])
 
 
 def _roll_days(df: pl.DataFrame, state: LogState, fast: pl.DataFrame | None = None,

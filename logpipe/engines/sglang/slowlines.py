@@ -1,0 +1,47 @@
+"""A block's slow lines of an SGLang log read one by one in Python: request records and
+event lines.  The ingest's own process reads them while it finishes a block
+(:func:`logpipe.engines.sglang.parser.finish_chunk`); for a big log of many, a worker
+process reads them ahead (:func:`read_slow_lines`,
+:class:`logpipe.engines.sglang.logparser.SGLangLogParser`).  This module imports neither
+numpy nor the C lane, so that the worker stays small (~45 MB before its data)."""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Any
+
+from logpipe.engines.sglang.events import event_attrs
+from logpipe.engines.sglang.records import request_row
+from logpipe.engines.sglang.server_args import parse_server_args, redact_text
+
+MESSAGE_LIMIT = 100_000
+"""Characters of an event's message kept."""
+
+
+@lru_cache(maxsize=8192)
+def _attrs_json(kind: str, message: str) -> str:
+    """Event attrs as JSON; the same startup and lifecycle lines recur, so cache them."""
+    return json.dumps(event_attrs(kind, message), default=str)
+
+
+EventRead = tuple[str, dict[str, Any] | None, str | None]
+"""An event line as :func:`~logpipe.engines.sglang.parser.finish_chunk` reads it (but an error's traceback): its attrs as
+JSON and, for a ``server_args`` line, its arguments and its message redacted."""
+
+
+def read_event(kind: str, msg: str) -> EventRead:
+    if kind != "server_args":
+        return _attrs_json(kind, msg), None, None
+    args = parse_server_args(msg)
+    return _attrs_json(kind, msg), args, redact_text(msg, args or {})[:MESSAGE_LIMIT]
+
+
+def read_slow_lines(setup: object, requests: list[str], events: list[tuple[str, str]],
+                    keep_text: bool) -> tuple[list[tuple[dict[str, Any] | None, str | None]],
+                                              list[EventRead]]:
+    """A block's request records and event lines read (:func:`records.request_row`,
+    :func:`read_event`): what a worker process does for a block of many
+    (``setup`` unused)."""
+    return ([request_row(msg, keep_text) for msg in requests],
+            [read_event(kind, msg) for kind, msg in events])
