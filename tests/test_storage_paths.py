@@ -313,4 +313,4 @@ def test_slow_lines_read_by_a_worker_are_the_same_tables(
         assert a[name] == b[name], name
     import subprocess
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    assert "logpipe.ingest.workers" not in ps
+    assert "logpipe.workers" not in ps

@@ -1,4 +1,4 @@
-"""Worker processes (:mod:`logpipe.ingest.workers`) with requests and replies bigger than
+"""Worker processes (:mod:`logpipe.workers`) with requests and replies bigger than
 a pipe holds, given from several threads at once: every reply comes back to its request,
 none waits on another (a request written under the lock the replies are taken with
 deadlocked here: the worker wrote a reply nobody could take while the request waited for
@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import Future
 
-from logpipe.ingest.workers import Workers
+from logpipe.workers import Workers
 
 
 def test_big_requests_and_replies_from_several_threads_all_come_back() -> None:

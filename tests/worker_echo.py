@@ -1,4 +1,4 @@
-"""A worker function for the tests of :mod:`logpipe.ingest.workers`: its request back."""
+"""A worker function for the tests of :mod:`logpipe.workers`: its request back."""
 
 from __future__ import annotations
 

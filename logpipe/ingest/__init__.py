@@ -7,7 +7,7 @@ The parts: :mod:`~logpipe.ingest.walk` (which files), :mod:`~logpipe.ingest.chan
 (environments and clocks of runs), :mod:`~logpipe.ingest.linking` (records to runs),
 :mod:`~logpipe.ingest.group` (small files written together) and
 :mod:`~logpipe.ingest.ahead` (small new logs parsed ahead, by
-:mod:`~logpipe.ingest.workers`).
+:mod:`~logpipe.workers`).
 
 :func:`ingest_paths` is the whole job behind ``logpipe ingest``.  For each file it decides
 what is new by comparing the file with its ``sources`` row, as logrotate-aware tailers do

@@ -4,7 +4,7 @@ are written.
 A folder of many small logs is bound by per-file work, not by bytes: a small file's parse
 (its one block prepared and finished, ~30 ms of fixed polars work whatever its lines) and
 its writes (~20 statements) used to run one after the other, the second core idle.  Here
-workers (threads, or processes for many files: :mod:`logpipe.ingest.workers`) parse the
+workers (threads, or processes for many files: :mod:`logpipe.workers`) parse the
 next files while the ingest writes this one, :data:`BATCH_FILES` a request, and the new
 small logs of a request that are of one engine and one date are parsed as one block
 where the engine can (SGLang: 1,000 small files 12.2 s -> 5.2 s), each file's rows,
@@ -33,9 +33,9 @@ from pathlib import Path
 from logpipe.engines import Engine, engine_for_kind, engines
 from logpipe.ingest.changes import head_sha, stat_key
 from logpipe.ingest.group import SMALL_FILE_BYTES
-from logpipe.ingest.workers import Workers
 from logpipe.readers import COMPRESSED_SUFFIXES, is_prose, open_binary, read_head
 from logpipe.sources import HEAD_BYTES, Source, bench, deep_window, detect, load
+from logpipe.workers import Workers
 
 AHEAD_FILES = 144
 """Files parsed ahead of the one being written (their rows are held in memory: small
@@ -95,7 +95,7 @@ class Ahead:
 
 def look_in_worker(known_heads: set[str], paths: list[Path], keep_text: bool
                    ) -> list[Ahead | None]:
-    """:func:`_look_many` in a worker process (:mod:`logpipe.ingest.workers`)."""
+    """:func:`_look_many` in a worker process (:mod:`logpipe.workers`)."""
     return _look_many(paths, keep_text, known_heads)
 
 
@@ -188,7 +188,7 @@ class ParseAhead:
 
     The workers are threads for a few files; for :data:`PROCESS_FILES` or more, processes
     (a parse is mostly Python and polars calls on small frames, which hold the GIL: two
-    threads beside the writer use ~1.3 cores of two): :mod:`logpipe.ingest.workers`.
+    threads beside the writer use ~1.3 cores of two): :mod:`logpipe.workers`.
     Their results come back pickled (~35 KB, ~0.5 ms a small file)."""
 
     def __init__(self, paths: list[Path], known: set[str], known_heads: set[str],

@@ -38,7 +38,7 @@ from logpipe.readers import is_prose, read_head
 from logpipe.sources.bench import CONSOLE_BANNER
 
 if TYPE_CHECKING:
-    from logpipe.ingest.workers import Workers
+    from logpipe.workers import Workers
 
 Sent = tuple[list[int], list[int], Future[Any]]
 """A block's slow lines given to the worker: the rows of its request records and of its
@@ -192,7 +192,7 @@ class SGLangLogParser:
     def _worker_pool(self) -> Workers | None:
         with self._pool_lock:  # (blocks are prepared on several threads)
             if self._pool is None and not self._pool_failed and self._may_use_workers:
-                from logpipe.ingest.workers import Workers
+                from logpipe.workers import Workers
 
                 try:
                     self._pool = Workers(

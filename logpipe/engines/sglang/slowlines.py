@@ -26,8 +26,9 @@ def _attrs_json(kind: str, message: str) -> str:
 
 
 EventRead = tuple[str, dict[str, Any] | None, str | None]
-"""An event line as :func:`~logpipe.engines.sglang.parser.finish_chunk` reads it (but an error's traceback): its attrs as
-JSON and, for a ``server_args`` line, its arguments and its message redacted."""
+"""An event line as :func:`~logpipe.engines.sglang.parser.finish_chunk` reads it (but an
+error's traceback): its attrs as JSON and, for a ``server_args`` line, its arguments and
+its message redacted."""
 
 
 def read_event(kind: str, msg: str) -> EventRead:

@@ -1,6 +1,8 @@
-"""Worker processes that parse small logs ahead of the ingest (:mod:`logpipe.ingest.ahead`).
+"""Worker processes for the ingest's Python work on the second core: small logs parsed
+ahead (:mod:`logpipe.ingest.ahead`), a big log's slow lines
+(:mod:`logpipe.engines.sglang.slowlines`).
 
-Each worker is ``python -m logpipe.ingest.workers``, a process of its own (not a fork of
+Each worker is ``python -m logpipe.workers``, a process of its own (not a fork of
 the ingest, which holds DuckDB's and polars' threads, nor a ``multiprocessing`` spawn,
 which re-runs the caller's main script in every child).  It reads requests from its
 stdin and writes results to its stdout, each a pickle behind its length; it ends when its
@@ -63,7 +65,7 @@ class Workers:
         for k in range(n):
             try:
                 proc = subprocess.Popen(
-                    [sys.executable, "-m", "logpipe.ingest.workers"], stdin=subprocess.PIPE,
+                    [sys.executable, "-m", "logpipe.workers"], stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
                     start_new_session=True)  # (Ctrl-C is the ingest's: it stops them)
                 self._procs.append(proc)
