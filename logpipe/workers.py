@@ -49,7 +49,7 @@ class Workers:
     the fewest waiting."""
 
     def __init__(self, n: int, spec: str, setup: Any) -> None:
-        root = str(Path(__file__).resolve().parents[2])  # (where this logpipe is imported
+        root = str(Path(__file__).resolve().parents[1])  # (where this logpipe is imported
         path = os.environ.get("PYTHONPATH")               # from, for a source checkout)
         env = {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else "")}
         # one polars thread a worker: the workers and the ingest share the cores already,

@@ -8,11 +8,18 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import Future
+from pathlib import Path
+
+import pytest
 
 from logpipe.workers import Workers
 
 
-def test_big_requests_and_replies_from_several_threads_all_come_back() -> None:
+def test_big_requests_and_replies_from_several_threads_all_come_back(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # (started elsewhere than the checkout: the worker finds this logpipe and its tests by
+    # the path it is given, not by its working directory)
+    monkeypatch.chdir(tmp_path)
     pool = Workers(1, "tests.worker_echo:echo", None)
     sent: list[tuple[bytes, Future[object]]] = []
     lock = threading.Lock()
