@@ -76,8 +76,9 @@ second core, is then not waited for) and pays off over a long file, not over two
 
 
 def record_workers_enabled() -> bool:
-    """Whether a big log's request records may be read by a worker process
-    (``LOGPIPE_RECORD_WORKERS=0``: in the ingest's own process, as small files' are)."""
+    """Whether a big log's slow lines (request records, event lines) may be read by a
+    worker process (``LOGPIPE_RECORD_WORKERS=0``: in the ingest's own process, as small
+    files' are)."""
     return os.environ.get("LOGPIPE_RECORD_WORKERS", "1") != "0"
 
 
@@ -100,9 +101,6 @@ class SGLangLogParser:
         self._pool_lock = threading.Lock()
         self._pool_failed = False
         self._slow_blocks = 0
-        self.records_sent = self.events_sent = 0
-        """Request records and event lines read by the worker so far (what the tests
-        look at)."""
 
     def __getstate__(self) -> dict[str, Any]:
         """A small file's parser comes back pickled from the process that parsed it:
@@ -146,10 +144,12 @@ class SGLangLogParser:
 
     @contextmanager
     def workers(self) -> Iterator[None]:
-        """While the ingest reads a big file block by block: blocks of
-        :data:`RECORDS_FOR_WORKER` request records or more have them read by a worker
-        process (started at the first such block, ended on exit; the rows are those this
-        process would read).  Small files, parsed whole, never start one."""
+        """While the ingest reads a big file block by block: the request records and
+        event lines of blocks with many (:data:`RECORDS_FOR_WORKER`,
+        :data:`EVENTS_FOR_WORKER`) are read by a worker process after the first
+        :data:`BLOCKS_BEFORE_WORKER` such blocks (started at the last of those, ended on
+        exit; the rows are those this process would read).  Small files, parsed whole,
+        never start one."""
         self._may_use_workers = record_workers_enabled()
         try:
             yield
@@ -182,8 +182,6 @@ class SGLangLogParser:
         pool = self._worker_pool()
         if pool is None:
             return None
-        self.records_sent += requests.height
-        self.events_sent += events.height
         return (requests["row"].to_list(), events["row"].to_list(),
                 pool.submit(requests["msg"].to_list(),
                             list(zip(events["event_kind"], events["msg"], strict=True)),
