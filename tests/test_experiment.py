@@ -842,3 +842,28 @@ def test_launch_scrapes_the_engines_counters_around_each_level(tmp_path: Path) -
     assert plain.status == "ok" and not (plain.out / "metrics").exists()
     said = json.loads((plain.out / "env.json").read_text())["launch"]["counters"]
     assert said["status"] == "not served" and "--enable-metrics" in said["message"]
+
+
+def test_a_watchdog_started_first_kills_the_group_named_to_it() -> None:
+    """The watchdog is started before what it watches (a SIGKILL between the two starts
+    left the bench running: the kill -9 test above, under load) and told its group once
+    it is started: closing the lifeline then stops the group; one never named stops
+    nothing and ends."""
+    from logpipe.experiment.supervise import name_group, watchdog
+
+    lifeline = watchdog()
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(59.5)"],
+                               start_new_session=True)
+    try:
+        name_group(lifeline, sleeper.pid)
+        os.close(lifeline)
+        assert sleeper.wait(timeout=20) != 0  # (killed: SIGTERM)
+    finally:
+        if sleeper.poll() is None:
+            sleeper.kill()
+    unnamed = watchdog()
+    os.close(unnamed)  # nothing started: the watchdog ends without a group
+    deadline = time.monotonic() + 20
+    while not no_children_left("os.killpg(group") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert no_children_left("os.killpg(group")

@@ -86,12 +86,19 @@ def fill(template: str, *, out: Path, port: int, name: str, host: str) -> list[s
 
 _WATCHDOG = """
 import os, signal, sys, time
-fd, group = int(sys.argv[1]), int(sys.argv[2])
+fd, said = int(sys.argv[1]), b""
 try:
-    while os.read(fd, 1):
-        pass
+    while True:
+        got = os.read(fd, 64)
+        if not got:
+            break
+        said += got
 except OSError:
     pass
+try:  # the group: given, or named on the pipe once started (none named: none started)
+    group = int(sys.argv[2]) if len(sys.argv) > 2 else int(said.split(b"\\n", 1)[0])
+except ValueError:
+    sys.exit(0)
 for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 0.0)):
     try:
         os.killpg(group, sig)
@@ -107,14 +114,18 @@ for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 0.0)):
 """
 
 
-def watchdog(group: int) -> int:
+def watchdog(group: int | None = None) -> int:
     """A lifeline for process group ``group``: a small process, in a session of its own,
     that kills the group (SIGTERM, then SIGKILL) as soon as the returned pipe end is
     closed, which the kernel does when logpipe dies, even by SIGKILL.  Close it (``os.close``)
-    once the group is stopped."""
+    once the group is stopped.  Without ``group``, started before what it watches: name the
+    group on the pipe (:func:`name_group`) once it is started, so that logpipe killed while
+    it starts leaves nothing unwatched (started after it, the watchdog missed a SIGKILL that
+    came between the two starts)."""
     read_end, write_end = os.pipe()
     try:
-        subprocess.Popen([sys.executable, "-c", _WATCHDOG, str(read_end), str(group)],
+        subprocess.Popen([sys.executable, "-c", _WATCHDOG, str(read_end),
+                          *([str(group)] if group is not None else [])],
                          pass_fds=(read_end,), stdin=subprocess.DEVNULL,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                          start_new_session=True)
@@ -124,6 +135,16 @@ def watchdog(group: int) -> int:
     finally:
         os.close(read_end)
     return write_end
+
+
+def name_group(lifeline: int, group: int) -> None:
+    """Tell a watchdog started without its group (:func:`watchdog`) which group it
+    watches."""
+    if lifeline >= 0:
+        try:
+            os.write(lifeline, f"{group}\n".encode())
+        except OSError:
+            pass
 
 
 def _close(fd: int) -> None:
@@ -177,15 +198,17 @@ class Server:
         self.profile_done = threading.Event()
         self._echo = echo
         self._log: IO[bytes] = open(log_path, "ab")  # noqa: SIM115 - closed by stop()
+        self._lifeline = watchdog()  # (before the server: see watchdog)
         try:
             self.proc = subprocess.Popen(
                 command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, env=dict(env), start_new_session=True)
         except OSError as exc:
+            _close(self._lifeline)
             self._log.close()
             raise LaunchError(f"cannot start the server: {exc}",
                               hint="check the command after `--`") from exc
-        self._lifeline = watchdog(self.proc.pid)
+        name_group(self._lifeline, self.proc.pid)
         self._reader = threading.Thread(target=self._pump, daemon=True)
         self._reader.start()
 
@@ -270,14 +293,16 @@ def run_bench(command: list[str], out: Path, env: Mapping[str, str], echo: Echo 
     its exit code and why it was stopped, if it was: the server died under it, or it ran
     past ``timeout`` seconds (it is then killed, with its process group)."""
     with open(out / console, "wb") as log:
+        lifeline = watchdog()  # (before the bench: see watchdog)
         try:
             proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, env=dict(env),
                                     start_new_session=True)
         except OSError as exc:
+            _close(lifeline)
             log.write(f"cannot start the bench: {exc}\n".encode())
             return 127, None
-        lifeline = watchdog(proc.pid)
+        name_group(lifeline, proc.pid)
 
         def pump() -> None:
             assert proc.stdout is not None
