@@ -79,13 +79,13 @@ def _memo(memo: dict[tuple[Any, ...], str], key: tuple[Any, ...]) -> str | None:
 def _entry_json(key: str, entry: Entry) -> str:
     """``"key": {...}`` as ``json.dumps`` writes the item of a dict."""
     typed = _typed(entry.value)
-    if typed is None:
-        return f"{json.dumps(key)}: {json.dumps(entry.as_json(), default=str)}"
-    memo_key = (key, *typed, entry.source, entry.tier, entry.conflict)
-    text = _memo(_entry_texts, memo_key)
+    memo_key = None if typed is None else (key, *typed, entry.source, entry.tier,
+                                           entry.conflict)
+    text = None if memo_key is None else _memo(_entry_texts, memo_key)
     if text is None:
-        text = _entry_texts[memo_key] = \
-            f"{json.dumps(key)}: {json.dumps(entry.as_json(), default=str)}"
+        text = f"{json.dumps(key)}: {json.dumps(entry.as_json(), default=str)}"
+        if memo_key is not None:
+            _entry_texts[memo_key] = text
     return text
 
 

@@ -358,7 +358,6 @@ def finish_chunk(prepared: PreparedChunk, state: LogState, keep_text: bool = Fal
         ev["row"], ev["kind"], ev["msg"], ev["cont"], ev["line_no"], ev["run_seq"],
         strict=True
     )):
-        done = read.get(row)
         if kind == "error" and cont:
             a = event_attrs(kind, msg)
             tail = [t.strip() for t in cont.splitlines() if t.strip()
@@ -370,17 +369,15 @@ def finish_chunk(prepared: PreparedChunk, state: LogState, keep_text: bool = Fal
                 # `logpipe launch` stopping the server): the shutdown, not a failure
                 kind = "shutdown"
             attrs.append(json.dumps(a, default=str))
-        else:
-            if done is None or done[0] is None:
-                done = read_event(kind, msg)
-            attrs.append(done[0])
-        if kind == "server_args":
-            if done is None or done[2] is None:
-                done = read_event(kind, msg)
-            launches.append(Launch(rseq, line_no, done[1], msg))
-            messages.append(done[2] or "")
-        else:
-            messages.append((msg + ("\n" + cont if cont else ""))[:MESSAGE_LIMIT])
+            messages.append((msg + "\n" + cont)[:MESSAGE_LIMIT])
+        else:  # (read by the worker, or now)
+            attrs_json, args, redacted = read.get(row) or read_event(kind, msg)
+            attrs.append(attrs_json)
+            if kind == "server_args":
+                launches.append(Launch(rseq, line_no, args, msg))
+                messages.append(redacted or "")
+            else:
+                messages.append((msg + ("\n" + cont if cont else ""))[:MESSAGE_LIMIT])
         event_kinds.append(kind)
     events = ev.select("line_no", "ts", "run_seq").with_columns(
         pl.Series("kind", event_kinds, dtype=pl.String),
