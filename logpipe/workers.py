@@ -26,18 +26,47 @@ _LENGTH = struct.Struct("<Q")
 
 def _send(fh: IO[bytes], obj: Any) -> None:
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    fh.write(_LENGTH.pack(len(data)))
-    fh.write(data)
+    _write_all(fh, _LENGTH.pack(len(data)))
+    _write_all(fh, data)
     fh.flush()
+
+
+def _write_all(fh: IO[bytes], data: bytes) -> None:
+    """``data`` written whole: a raw file (``sys.stdout.buffer`` under
+    ``PYTHONUNBUFFERED=1``, as in our Docker image) writes part of it when a signal comes
+    while the pipe is full, and says how much."""
+    view = memoryview(data)
+    while view:
+        written = fh.write(view)
+        if written is None:  # (a non-blocking file that could take nothing now)
+            written = 0
+        view = view[written:]
+
+
+def _read_exactly(fh: IO[bytes], size: int) -> bytes:
+    """``size`` bytes, or fewer only where the other end closed (a raw file reads what
+    the pipe holds, maybe less than asked)."""
+    data = fh.read(size)
+    if data is None or len(data) == size:
+        return data or b""
+    parts = [data]
+    got = len(data)
+    while got < size:
+        part = fh.read(size - got)
+        if not part:
+            break
+        parts.append(part)
+        got += len(part)
+    return b"".join(parts)
 
 
 def _receive(fh: IO[bytes]) -> Any:
     """The next object, or EOFError when the other end closed."""
-    head = fh.read(_LENGTH.size)
+    head = _read_exactly(fh, _LENGTH.size)
     if len(head) < _LENGTH.size:
         raise EOFError
     size = _LENGTH.unpack(head)[0]
-    data = fh.read(size)
+    data = _read_exactly(fh, size)
     if len(data) < size:
         raise EOFError
     return pickle.loads(data)  # noqa: S301 - our own process's output
