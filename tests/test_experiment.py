@@ -844,23 +844,30 @@ def test_launch_scrapes_the_engines_counters_around_each_level(tmp_path: Path) -
     assert said["status"] == "not served" and "--enable-metrics" in said["message"]
 
 
-def test_a_watchdog_started_first_kills_the_group_named_to_it() -> None:
-    """The watchdog is started before what it watches (a SIGKILL between the two starts
-    left the bench running: the kill -9 test above, under load) and told its group once
-    it is started: closing the lifeline then stops the group; one never named stops
-    nothing and ends."""
-    from logpipe.experiment.supervise import name_group, watchdog
+def test_a_command_started_watched_names_its_group_before_it_runs() -> None:
+    """The watchdog is started before what it watches, and the command names its own
+    group on the lifeline before it becomes the command (named by logpipe after the start,
+    a SIGKILL between the two left the bench running: the kill -9 test above, under
+    load): the command's process is the command itself; the lifeline closed, as logpipe's
+    death closes it, stops the group; a watchdog never told a group ends."""
+    from logpipe.experiment.supervise import start_watched, watchdog
 
-    lifeline = watchdog()
-    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(59.5)"],
-                               start_new_session=True)
+    sleeper, lifeline = start_watched(
+        [sys.executable, "-c", "import time; time.sleep(59.5)"], dict(os.environ))
     try:
-        name_group(lifeline, sleeper.pid)
+        deadline = time.monotonic() + 20
+        cmdline = b""
+        while b"sleep(59.5)" not in cmdline and time.monotonic() < deadline:
+            cmdline = Path(f"/proc/{sleeper.pid}/cmdline").read_bytes()
+            time.sleep(0.05)
+        assert b"sleep(59.5)" in cmdline and os.getpgid(sleeper.pid) == sleeper.pid
         os.close(lifeline)
         assert sleeper.wait(timeout=20) != 0  # (killed: SIGTERM)
     finally:
         if sleeper.poll() is None:
             sleeper.kill()
+    with pytest.raises(FileNotFoundError):
+        start_watched(["no-such-command-anywhere"], dict(os.environ))
     unnamed = watchdog()
     os.close(unnamed)  # nothing started: the watchdog ends without a group
     deadline = time.monotonic() + 20

@@ -5,10 +5,12 @@ dies.  The bench runs beside it the same way."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -117,11 +119,9 @@ for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 0.0)):
 def watchdog(group: int | None = None) -> int:
     """A lifeline for process group ``group``: a small process, in a session of its own,
     that kills the group (SIGTERM, then SIGKILL) as soon as the returned pipe end is
-    closed, which the kernel does when logpipe dies, even by SIGKILL.  Close it (``os.close``)
-    once the group is stopped.  Without ``group``, started before what it watches: name the
-    group on the pipe (:func:`name_group`) once it is started, so that logpipe killed while
-    it starts leaves nothing unwatched (started after it, the watchdog missed a SIGKILL that
-    came between the two starts)."""
+    closed (by every process holding it), which the kernel does when logpipe dies, even
+    by SIGKILL.  Close it (``os.close``) once the group is stopped.  Without ``group``,
+    the first line written on the pipe names it (:func:`start_watched`)."""
     read_end, write_end = os.pipe()
     try:
         subprocess.Popen([sys.executable, "-c", _WATCHDOG, str(read_end),
@@ -137,14 +137,41 @@ def watchdog(group: int | None = None) -> int:
     return write_end
 
 
-def name_group(lifeline: int, group: int) -> None:
-    """Tell a watchdog started without its group (:func:`watchdog`) which group it
-    watches."""
+_NAMES_ITS_GROUP = """
+import os, sys
+fd = int(sys.argv[1])
+os.write(fd, b"%d\\n" % os.getpgid(0))
+os.close(fd)
+os.execvp(sys.argv[2], sys.argv[2:])
+"""
+
+
+def start_watched(command: list[str], env: Mapping[str, str], **popen: Any
+                  ) -> tuple[subprocess.Popen[bytes], int]:
+    """``command`` started in a process group of its own, and the lifeline of the
+    :func:`watchdog` that stops the group if logpipe dies.  The watchdog is started first
+    and the command through a few lines of Python that write their group on the lifeline,
+    then become the command (``exec``: the same process, its pid and its command line):
+    the watchdog sees the lifeline close only once the group is named, so that logpipe
+    killed at any moment leaves nothing running (named by logpipe after the start, a
+    SIGKILL in between left the bench running: seen under a loaded test run).  Raises
+    OSError where the command cannot be started."""
+    lifeline = watchdog()
+    argv = list(command)
     if lifeline >= 0:
-        try:
-            os.write(lifeline, f"{group}\n".encode())
-        except OSError:
-            pass
+        if not argv or shutil.which(argv[0], path=env.get("PATH", os.defpath)) is None:
+            _close(lifeline)
+            name = argv[0] if argv else ""
+            raise FileNotFoundError(errno.ENOENT, "no such executable", name)
+        # (-I: the command's environment, PYTHONPATH and all, is not the trampoline's)
+        argv = [sys.executable, "-I", "-c", _NAMES_ITS_GROUP, str(lifeline), *argv]
+    try:
+        proc = subprocess.Popen(argv, env=dict(env), start_new_session=True,
+                                pass_fds=(lifeline,) if lifeline >= 0 else (), **popen)
+    except OSError:
+        _close(lifeline)
+        raise
+    return proc, lifeline
 
 
 def _close(fd: int) -> None:
@@ -198,17 +225,14 @@ class Server:
         self.profile_done = threading.Event()
         self._echo = echo
         self._log: IO[bytes] = open(log_path, "ab")  # noqa: SIM115 - closed by stop()
-        self._lifeline = watchdog()  # (before the server: see watchdog)
         try:
-            self.proc = subprocess.Popen(
-                command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, env=dict(env), start_new_session=True)
+            self.proc, self._lifeline = start_watched(
+                command, env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL)
         except OSError as exc:
-            _close(self._lifeline)
             self._log.close()
             raise LaunchError(f"cannot start the server: {exc}",
                               hint="check the command after `--`") from exc
-        name_group(self._lifeline, self.proc.pid)
         self._reader = threading.Thread(target=self._pump, daemon=True)
         self._reader.start()
 
@@ -293,16 +317,12 @@ def run_bench(command: list[str], out: Path, env: Mapping[str, str], echo: Echo 
     its exit code and why it was stopped, if it was: the server died under it, or it ran
     past ``timeout`` seconds (it is then killed, with its process group)."""
     with open(out / console, "wb") as log:
-        lifeline = watchdog()  # (before the bench: see watchdog)
         try:
-            proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, env=dict(env),
-                                    start_new_session=True)
+            proc, lifeline = start_watched(command, env, stdout=subprocess.PIPE,
+                                           stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         except OSError as exc:
-            _close(lifeline)
             log.write(f"cannot start the bench: {exc}\n".encode())
             return 127, None
-        name_group(lifeline, proc.pid)
 
         def pump() -> None:
             assert proc.stdout is not None
