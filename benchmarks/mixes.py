@@ -21,7 +21,11 @@ numbers redrawn and their clock advanced:
   between the batch lines, 2 launches;
 - ``sglang-docker-launches``: ``docker logs --timestamps`` of a folder of short launches
   (whole real SGLang CPU launches, startup to shutdown, about 180 KB each: many launches in
-  one file);
+  one file); each launch's ``server_args`` line is its recording's (two configurations,
+  each recorded twice) with the ``random_seed`` an unseeded server draws, not redrawn
+  digit by digit (which renamed arguments, ``enable_fp32_lm_head`` to
+  ``enable_fp11_lm_head``, and changed ~110 of ~550 in every launch: no folder of real
+  launches looks so);
 - ``vllm-docker-spec``: a vLLM 0.32 server with n-gram speculation under
   ``docker logs --timestamps``: an access line per request (20 requests a second), the
   engine's stats and ``SpecDecoding metrics`` lines every 10 s;
@@ -42,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -173,6 +178,9 @@ def gen_dp4_journald(path: Path, size: int) -> None:
     out.close()
 
 
+_SEED = re.compile(r"('random_seed': )\d+")
+
+
 def gen_docker_launches(path: Path, size: int) -> None:
     rnd = random.Random(13)
     launches = [_lines(f"real-cpu/{name}/server.log") for name in
@@ -189,7 +197,8 @@ def gen_docker_launches(path: Path, size: int) -> None:
         log = launches[n % len(launches)]
         base = t0 + timedelta(minutes=5 * n)
         for line in log:
-            text = _jitter(line, rnd)
+            text = (_SEED.sub(lambda m: f"{m[1]}{rnd.randrange(1 << 30)}", line)
+                    if "server_args=" in line else _jitter(line, rnd))
             if text.startswith("[") and text[1:5].isdigit():  # the launch's own clock, moved
                 stamp = datetime.strptime(text[1:20], "%Y-%m-%d %H:%M:%S")
                 moved = base + (stamp - datetime(stamp.year, stamp.month, stamp.day))

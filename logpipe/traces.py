@@ -15,13 +15,14 @@ modification time) is not read again.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from logpipe.env import Entry, RunEnv, Tiers
+from logpipe.env import Entry, Rendered, RunEnv, Tiers, render
 from logpipe.errors import InputError
 from logpipe.readers import open_binary
 from logpipe.sources import torch_trace
@@ -255,7 +256,7 @@ def apply_trace_env(store: Store, tiers: Tiers) -> None:
         metadata["distributedInfo"] = json.loads(dist) if dist else None
         by_run.setdefault(run_id, (env_json, []))[1].append(
             (Path(src).name, torch_trace.device_facts(metadata)))
-    updates: list[tuple[str, RunEnv, dict[str, Any]]] = []
+    updates: list[tuple[str, Rendered, dict[str, Any]]] = []
     for run_id, (env_json, facts) in by_run.items():
         env = RunEnv.from_json(env_json)
         changed = False
@@ -268,8 +269,9 @@ def apply_trace_env(store: Store, tiers: Tiers) -> None:
                         env.entries[key] = Entry(value, source, tiers.tier(key))
                         changed = True
                 elif str(entry.value) != str(value) and not entry.conflict:
-                    entry.conflict = f"{source} says {value!r}"
+                    env.entries[key] = dataclasses.replace(
+                        entry, conflict=f"{source} says {value!r}")
                     changed = True
         if changed:
-            updates.append((run_id, env, {}))
+            updates.append((run_id, render(env), {}))
     store.set_run_envs(updates)

@@ -7,6 +7,8 @@ import shutil
 import stat
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from logpipe.cli import app
@@ -370,3 +372,59 @@ def test_environment_json_and_canonical_texts_are_those_of_json_dumps_memoised_o
             {"a": {"value": a, "source": "log", "tier": "annotation"}})
         assert RunEnv({"a": Entry(b, "log")}).to_json() == json.dumps(
             {"a": {"value": b, "source": "log", "tier": "annotation"}})
+
+
+def _rendered_alone(env: object) -> tuple[str, str, list[str]]:
+    from logpipe.env import render
+
+    r = render(env)  # type: ignore[arg-type]
+    return r.json, r.fingerprint, r.keys
+
+
+_KEYS = st.sampled_from([f"arg.k{i}" for i in range(12)] + ["NCCL_ALGO", "effective.x",
+                                                              "tag.t"])
+_SPECS = st.tuples(st.sampled_from([0, 1, 1.0, True, None, "a", "1", [1, 2]]),
+                   st.sampled_from(["server_args", "log", "manifest"]),
+                   st.sampled_from(["identity", "annotation", "capacity"]),
+                   st.sampled_from([None, "manifest says 'x'"]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(_KEYS, _SPECS, min_size=8),
+       st.lists(st.lists(st.tuples(_KEYS, st.none() | _SPECS), min_size=1, max_size=3),
+                max_size=8),
+       st.randoms(use_true_random=False))
+def test_an_environment_rendered_from_the_launch_before_is_the_one_rendered_alone(
+        first: dict[str, tuple[object, str, str, str | None]],
+        edits: list[list[tuple[str, tuple[object, str, str, str | None] | None]]],
+        rnd: object) -> None:
+    """Each launch of a file is rendered from the one before (a few entries changed, added
+    or removed; an entry of the same key with another tier moves in or out of the
+    fingerprint): the texts, the fingerprint and the key order are those of the
+    environment rendered alone, and of json.dumps."""
+    import random
+
+    from logpipe.env import Entry, RunEnv, render
+
+    assert isinstance(rnd, random.Random)
+    shared: dict[tuple[object, ...], Entry] = {}  # (entries shared as build_env shares them)
+    spec = dict(first)
+    before = None
+    for step in [[], *edits]:
+        for key, change in step:
+            if change is None:
+                spec.pop(key, None)
+            else:
+                spec[key] = change
+        entries = {}
+        for key, (value, source, tier, conflict) in spec.items():
+            memo = (key, type(value), repr(value), source, tier, conflict)
+            fresh = Entry(value, source, tier, conflict)
+            entries[key] = fresh if rnd.random() < 0.2 else shared.setdefault(memo, fresh)
+        env = RunEnv(entries)
+        before = render(env, like=before)
+        assert (before.json, before.fingerprint, before.keys) == _rendered_alone(env)
+        assert before.json == json.dumps({k: e.as_json() for k, e in sorted(entries.items())},
+                                         default=str)
+        assert before.fingerprint == fingerprint(
+            {k: e.value for k, e in entries.items() if e.tier == "identity"})

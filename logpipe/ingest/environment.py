@@ -8,7 +8,16 @@ from pathlib import Path
 from typing import Any
 
 from logpipe import clock
-from logpipe.env import RunEnv, Tiers, build_env, load_manifest, log_facts
+from logpipe.env import (
+    Rendered,
+    RunEnv,
+    Tiers,
+    launch_env,
+    load_manifest,
+    log_facts,
+    render,
+    with_run_facts,
+)
 from logpipe.errors import InputError
 from logpipe.ingest.base import PARSER_VERSION, EnvOptions
 from logpipe.store import Store
@@ -56,7 +65,7 @@ def attach_envs(store: Store, files: list[tuple[str, list[Path]]],
     loaded_of = {key: [(str(p), manifest(p)) for p in manifests] for key, manifests in files}
     keys = list(loaded_of)
     tiers = options.tiers or Tiers.load()
-    rewritten: list[tuple[str, RunEnv, dict[str, Any]]] = []
+    rewritten: list[tuple[str, Rendered, dict[str, Any]]] = []
     runs = store.all(
         "SELECT run_id, server_args, format_era, env, env_fingerprint, env_complete, "
         "engine_version, tags::VARCHAR, started_at, engine, source_path FROM runs "
@@ -77,7 +86,8 @@ def attach_envs(store: Store, files: list[tuple[str, list[Path]]],
         "SELECT DISTINCT run_id FROM logpipe_internal.line_prefixes WHERE outer_ts_utc AND "
         "source_id IN (SELECT unnest(?::INTEGER[]))", [sids])}
     clocks: list[tuple[str, int | None, str | None]] = []
-    built: dict[tuple[Any, ...], tuple[RunEnv, str, str]] = {}
+    launches: dict[tuple[Any, ...], RunEnv] = {}
+    last: dict[str, Rendered] = {}  # a file's launch before, rendered (:func:`render`)
     for (run_id, server_args, era_label, old_env, old_fp, old_complete, old_version,
          old_tags, started_at, engine_name, key) in runs:
         previous = RunEnv.from_json(old_env)
@@ -87,20 +97,21 @@ def attach_envs(store: Store, files: list[tuple[str, list[Path]]],
                 if e.source == "command line" and k.startswith("tag.")}
         cli.update(options.env)
         tags.update(options.tags)
-        said = log_facts(events.get(run_id, []))
-        # launches of one file mostly repeat their arguments: the same inputs make the
-        # same environment, built and serialised once (~2 ms a launch of ~570 entries)
-        inputs = (str(key), server_args, era_label, engine_name,
-                  json.dumps([cli, tags, said], sort_keys=True, default=str))
-        if inputs not in built:
-            env = build_env(tiers=tiers, manifests=loaded_of[str(key)],
-                            server_args=json.loads(server_args) if server_args else None,
-                            format_era=era_label, cli_env=cli, tags=tags, log_facts=said,
-                            engine=engine_name)
-            if len(built) >= 16:  # (a few kept: launches alternate between configurations)
-                built.clear()
-            built[inputs] = (env, env.to_json(), env.fingerprint())
-        env, env_json, fp = built[inputs]
+        # the launches of a file mostly repeat a few configurations: each one's layers
+        # built once, and each launch rendered from the one before (~600 entries a launch)
+        config = (str(key), server_args, era_label, engine_name)
+        launch = launches.get(config)
+        if launch is None:
+            if len(launches) >= 16:  # (a few kept: launches alternate between them)
+                launches.clear()
+            launch = launches[config] = launch_env(
+                tiers=tiers, manifests=loaded_of[str(key)],
+                server_args=json.loads(server_args) if server_args else None,
+                format_era=era_label, engine=engine_name)
+        env = last[str(key)] = render(
+            with_run_facts(launch, tiers=tiers, log_facts=log_facts(events.get(run_id, [])),
+                           cli_env=cli, tags=tags), like=last.get(str(key)))
+        env_json, fp = env.json, env.fingerprint
         version = _engine_version(env, engine_name)
         clocks.append((run_id, *clock_of(store, run_id, env, options.tz, started_at,
                                           run_id in outer, inferred.get(run_id, False))))
@@ -110,8 +121,7 @@ def attach_envs(store: Store, files: list[tuple[str, list[Path]]],
                      and (version is None or str(version.value) == old_version))
         if unchanged:
             continue  # an unchanged file and no new manifest: nothing to rewrite
-        columns: dict[str, Any] = {"env": env_json, "env_fingerprint": fp,
-                                   "env_complete": env.complete, "tags": tags_json}
+        columns: dict[str, Any] = {"env_complete": env.complete, "tags": tags_json}
         if version is not None:
             columns["engine_version"] = str(version.value)
         rewritten.append((run_id, env, columns))
@@ -139,7 +149,7 @@ WHERE x.ts IS NOT NULL
 """The median of SGLang's stamp minus a host logger's UTC stamp on the same lines."""
 
 
-def clock_of(store: Store, run_id: str, env: RunEnv, tz: str | None, at: Any,
+def clock_of(store: Store, run_id: str, env: Rendered, tz: str | None, at: Any,
              has_outer: bool, date_inferred: bool) -> tuple[int | None, str | None]:
     """The offset of the run's stamps from UTC, and where it came from: ``--tz``, the
     manifest (the host's zone at capture), or a host logger's zoned stamps beside
@@ -185,7 +195,7 @@ def _dates_inferred(store: Store, source_ids: list[int],
     return {r: per_run.get(r, whole.get(store.source_id(key), False)) for r, key in runs}
 
 
-def _engine_version(env: RunEnv, engine_name: str | None) -> Any:
+def _engine_version(env: Rendered, engine_name: str | None) -> Any:
     """The entry of the run's engine package (``pkg.<its first package installed>``)."""
     from logpipe.engines import engine_named
 

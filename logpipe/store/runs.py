@@ -3,7 +3,6 @@ environment, linked to records, taken back; ``profiled`` derived from its eviden
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 from logpipe.store.frames import FrameRows
@@ -11,7 +10,7 @@ from logpipe.store.schema import INTERNAL, LINKED_TABLES, record_tables, run_tab
 
 if TYPE_CHECKING:
 
-    from logpipe.env import RunEnv
+    from logpipe.env import Rendered
 
 
 class RunRows(FrameRows):
@@ -112,26 +111,23 @@ class RunRows(FrameRows):
             "WHERE run_id = ?",
             [first_ts, first_ts, last_ts, last_ts, era_mask, format_era, run_id])
 
-    def set_run_envs(self, envs: list[tuple[str, RunEnv, dict[str, Any]]]) -> None:
-        """Write runs' environments: ``runs.env`` and its fingerprint, and the same
-        entries as ``run_env`` rows, together (one place keeps them in step); the dict
-        holds other columns of the run to set with it (``env`` with ``env_fingerprint``
-        too, where the caller has them: a launch's environment is ~1 ms to serialise)."""
+    def set_run_envs(self, envs: list[tuple[str, Rendered, dict[str, Any]]]) -> None:
+        """Write runs' environments (each rendered: :func:`logpipe.env.render`): ``runs.env``
+        and its fingerprint, and the same entries as ``run_env`` rows, together (one place
+        keeps them in step); the dict holds other columns of the run to set with it."""
         if not envs:
             return
-        self.update_runs([(run_id, columns if "env" in columns else {
-            "env": env.to_json(), "env_fingerprint": env.fingerprint(), **columns})
-            for run_id, env, columns in envs])
+        self.update_runs([(run_id, {"env": env.json, "env_fingerprint": env.fingerprint,
+                                    **columns}) for run_id, env, columns in envs])
         # built column by column (a file of 1,500 launches writes ~900,000 entries: rows of
         # tuples cost twice as much)
         columns: dict[str, list[Any]] = {c: [] for c in (
             "run_id", "key", "value", "tier", "source", "conflict")}
         for run_id, env, _ in envs:
-            keys = sorted(env.entries)
-            entries = [env.entries[k] for k in keys]
-            columns["run_id"] += [run_id] * len(keys)
-            columns["key"] += keys
-            columns["value"] += [_json_text(e.value) for e in entries]
+            entries = [env.entries[k] for k in env.keys]
+            columns["run_id"] += [run_id] * len(entries)
+            columns["key"] += env.keys
+            columns["value"] += [e.value_text for e in entries]
             columns["tier"] += [e.tier for e in entries]
             columns["source"] += [e.source for e in entries]
             columns["conflict"] += [e.conflict for e in entries]
@@ -200,20 +196,3 @@ FROM (
 WHERE runs.run_id = d.run_id AND runs.profiled IS DISTINCT FROM d.profiled
 """
 """Every run's ``profiled`` from its evidence (:meth:`Store.derive_profiled`)."""
-
-
-def _json_text(value: Any) -> str:
-    """``run_env.value``: a string as it is, anything else as JSON (``json.dumps``, whose
-    text for None, booleans and integers is written here directly: a launch has hundreds
-    of them, and a file of many launches hundreds of thousands)."""
-    if isinstance(value, str):
-        return value
-    if value is None:
-        return "null"
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if type(value) is int:
-        return int.__repr__(value)
-    return json.dumps(value, default=str)
