@@ -141,3 +141,48 @@ def test_text_is_kept_only_when_asked(tmp_path: Path) -> None:
                      "'The sea, the sea' ... 'and the end, out={'"),
                     ("r-3", "secret prompt", "secret answer")]
 
+
+
+def _item_by_item(msg: str) -> object:
+    """meta_info read as before the shortcut: out's items one by one."""
+    from logpipe.engines.sglang import records
+
+    saved = records._meta_info_last
+    records._meta_info_last = lambda _msg: None  # type: ignore[assignment]
+    try:
+        return records.finish_meta_info(msg)
+    finally:
+        records._meta_info_last = saved
+
+
+def test_meta_info_read_from_the_end_is_the_one_read_item_by_item() -> None:
+    """meta_info is read from the line's end where it is out's last item: on every
+    request line of the samples it is taken that way and is what reading out's items one
+    by one gives; lines where the end is not meta_info (meta_info quoted inside the
+    output text, nested inside itself, not last, cut) are read item by item, the same."""
+    from logpipe.engines.sglang.records import _meta_info_last
+
+    lines = [line.split("] ", 1)[1] for path in SAMPLES.rglob("*.log")
+             for line in path.read_text(errors="replace").splitlines()
+             if "] Finish: " in line or "] in=" in line]
+    assert len(lines) > 100
+    for msg in lines:
+        assert _meta_info_last(msg) is not None
+        assert finish_meta_info(msg) == _item_by_item(msg)
+    head = "Finish: obj=GenerateReqInput(rid='r1', text='hi'), out="
+    meta = "{'id': 'r1', 'prompt_tokens': 3, 'completion_tokens': 2, 'e2e_latency': 0.5}"
+    tricky = [
+        head + "{'text': \"x, 'meta_info': {'prompt_tokens': 99}}\", 'meta_info': " + meta
+        + "}",
+        head + "{'meta_info': " + meta[:-1] + ", 'meta_info': {'prompt_tokens': 7}}}",
+        head + "{'meta_info': " + meta + ", 'text': \"ends, 'meta_info': {}}\"}",
+        head + "{'text': 'ok', 'meta_info': {'prompt_tokens': 5, 'x': 'abc' ... 'xyz'}}",
+        head + "{'text': \"a}}\", 'meta_info': " + meta + "}   ",
+        head + "{'meta_info': " + meta + "}, headers={'meta_info': {'prompt_tokens': 8}}",
+    ]
+    got = [finish_meta_info(msg) for msg in tricky]
+    assert got == [_item_by_item(msg) for msg in tricky]
+    assert got[0] is not None and got[0]["prompt_tokens"] == 3
+    assert got[1] is not None and got[1]["prompt_tokens"] == 3  # (the outer one)
+    assert got[2] is not None and got[2]["prompt_tokens"] == 3
+    assert got[5] is not None and got[5]["prompt_tokens"] == 3  # (out's, not the headers')

@@ -152,6 +152,28 @@ def _split_finish(msg: str) -> tuple[str | None, str | None]:
     return obj_body, (msg[out_start + 1: out_end - 1] if out_end > 0 else None)
 
 
+_META_KEY = "'meta_info': {"
+
+
+def _meta_info_last(msg: str) -> dict[str, Any] | None:
+    """``meta_info`` where it is the last item of ``out`` and ``out`` ends the line, as
+    SGLang prints it (``out={'text': ..., 'meta_info': {...}}``, or 0.5.23's
+    ``out={'meta_info': {...}}``): the text from the last ``'meta_info': {`` (after ``, ``
+    or ``out={``) to the line's last brace, where it reads as one dict; else None (read
+    item by item: :func:`_split_finish`).  The request's call and output text, a few KB
+    before it, are not walked (a 2 KB line of 0.5.23: ~63 -> ~20 us)."""
+    line = msg.rstrip()
+    at = line.rfind(_META_KEY)
+    if at < 0 or not line.endswith("}}") \
+            or not (line.endswith(", ", 0, at) or line.endswith("out={", 0, at)):
+        return None
+    try:
+        value = literal(line[at + len(_META_KEY) - 1: -1])
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def _call_kwarg(body: str, name: str) -> str | None:
     """The text of keyword ``name`` in a call body (``a=1, text='x' ... 'y', rid='r'``)."""
     m = re.search(rf"(?:^|, ){re.escape(name)}=", body)
@@ -163,6 +185,9 @@ def _call_kwarg(body: str, name: str) -> str | None:
 
 def finish_meta_info(msg: str) -> dict[str, Any] | None:
     """The ``meta_info`` dict of a ``Finish:`` / ``in=`` line, or None when it has none."""
+    last = _meta_info_last(msg)
+    if last is not None:
+        return last
     _, out = _split_finish(msg)
     if out is None:
         return None
