@@ -428,3 +428,44 @@ def test_an_environment_rendered_from_the_launch_before_is_the_one_rendered_alon
                                          default=str)
         assert before.fingerprint == fingerprint(
             {k: e.value for k, e in entries.items() if e.tier == "identity"})
+
+
+_ARGS = st.sampled_from(["tp_size", "port", "random_seed", "api_key", "cuda_graph_bs",
+                         "mem_fraction_static", "speculative_algorithm", "disable_x"])
+_VALUES = st.sampled_from([0, 1, 1.0, True, False, None, -0.0, 0.0, "", "EAGLE3", "1",
+                           [1, 2], [1.0, 2]])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(_ARGS, _VALUES, min_size=1),
+       st.lists(st.lists(st.tuples(_ARGS, st.none() | _VALUES), min_size=1, max_size=2),
+                max_size=6),
+       st.dictionaries(_ARGS, _VALUES, max_size=3))
+def test_a_launch_built_from_the_launch_before_is_the_one_built_alone(
+        first: dict[str, object], edits: list[list[tuple[str, object]]],
+        in_manifest: dict[str, object]) -> None:
+    """Each launch's configuration layers are built from the launch before (its changed,
+    added and removed arguments made again; a removed one a manifest also names falls
+    back to the manifest's entry; 1, 1.0 and True, 0.0 and -0.0, [1] and [1.0] told
+    apart): its environment is the one built from scratch."""
+    from logpipe.env import launch_env, launch_layers, render
+
+    tiers = Tiers.load()
+    manifests = [("env.json", {"env_captured": True,
+                               "launch_args": dict(in_manifest),
+                               "env": {"NCCL_ALGO": "Ring"}})]
+    args = dict(first)
+    before = None
+    for step in [[], *edits]:
+        for key, change in step:
+            if change is None:
+                args.pop(key, None)
+            else:
+                args[key] = change
+        before = launch_layers(tiers=tiers, manifests=manifests, server_args=args,
+                               format_era="0.5.x", engine="sglang", like=before)
+        alone = launch_env(tiers=tiers, manifests=manifests, server_args=args,
+                           format_era="0.5.x", engine="sglang")
+        assert render(before.env).json == render(alone).json
+        assert before.env.complete == alone.complete
+        assert before.env.manifests == alone.manifests

@@ -345,6 +345,53 @@ def launch_env(
 ) -> RunEnv:
     """The layers of :func:`build_env` a launch's configuration decides: the manifests,
     the printed arguments, the log's format era and the variables the engine forces."""
+    return launch_layers(tiers=tiers, manifests=manifests, server_args=server_args,
+                         format_era=format_era, engine=engine).env
+
+
+@dataclass(frozen=True)
+class LaunchLayers:
+    """:func:`launch_env`'s environment with what the next launch of the same manifests,
+    era and engine is built from (:func:`launch_layers`)."""
+
+    env: RunEnv
+    server_args: dict[str, Any]
+    manifest_entries: dict[str, Entry]
+    """The entries of the manifests alone (an argument's conflict is with them)."""
+    forced_args: bool
+    """Whether the engine forces an ``arg.*`` key (then never built from another)."""
+
+
+def launch_layers(
+    *,
+    tiers: Tiers,
+    manifests: Iterable[tuple[str, Mapping[str, Any]]] = (),
+    server_args: Mapping[str, Any] | None = None,
+    format_era: str | None = None,
+    engine: str | None = None,
+    like: LaunchLayers | None = None,
+) -> LaunchLayers:
+    """:func:`launch_env`, from ``like`` (a launch of the same manifests, era and engine:
+    the caller's promise) where few arguments differ: only their entries are made again
+    (a file's launches differ in a seed or a swept argument, not in ~550)."""
+    args = dict(server_args or {})
+    if like is not None and not like.forced_args:
+        before = like.server_args
+        changed = [k for k, v in args.items() if not _same(before.get(k, _MISSING), v)]
+        removed = before.keys() - args.keys()
+        if 2 * (len(changed) + len(removed)) <= len(args):
+            entries = dict(like.env.entries)
+            for k in removed:
+                kept = like.manifest_entries.get(f"arg.{k}")
+                if kept is None:
+                    del entries[f"arg.{k}"]
+                else:
+                    entries[f"arg.{k}"] = kept
+            said = _setter(entries, tiers)
+            for k in changed:
+                _argument(said, like.manifest_entries, k, args[k])
+            env = RunEnv(entries, like.env.complete, list(like.env.manifests))
+            return LaunchLayers(env, args, like.manifest_entries, False)
     env = RunEnv()
     entries = env.entries
     said = _setter(entries, tiers)
@@ -354,23 +401,48 @@ def launch_env(
         env.manifests.append(label)
         for key, value in flatten_manifest(manifest).items():
             said(key, value, label)
-    for key, value in (server_args or {}).items():
-        k = f"arg.{key}"
-        value = REDACTED if is_secret_key(key) and value not in (None, "", False) else value
-        previous = entries.get(k)
-        conflict = None
-        if previous is not None and previous.canonical_value != canonical(value):
-            conflict = f"{previous.source} says {previous.value!r}"
-        said(k, value, "server_args", conflict)
+    manifest_entries = dict(entries)
+    for key, value in args.items():
+        _argument(said, manifest_entries, key, value)
     if format_era:
         said(f"{engine or 'server'}.format_era", format_era, "log format")
+    forced_args = False
     for var, forced, name, who in forced_variables(engine, entries):
         declared = entries.get(var)
+        forced_args = forced_args or var.startswith("arg.")
         if declared is None or declared.canonical_value != canonical(forced):
             note = (f"{declared.source} says {declared.value!r}; " if declared else "") + \
                 f"{who} sets it at launch"
             said(var, forced, f"{name} launch", note)
-    return env
+    return LaunchLayers(env, args, manifest_entries, forced_args)
+
+
+def _argument(said: Callable[..., None], manifest_entries: Mapping[str, Entry], key: str,
+              value: Any) -> None:
+    """The ``arg.<key>`` entry of a printed argument (its conflict with a manifest's)."""
+    k = f"arg.{key}"
+    value = REDACTED if is_secret_key(key) and value not in (None, "", False) else value
+    previous = manifest_entries.get(k)
+    conflict = None
+    if previous is not None and previous.canonical_value != canonical(value):
+        conflict = f"{previous.source} says {previous.value!r}"
+    said(k, value, "server_args", conflict)
+
+
+_MISSING = object()
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two printed values make the same entry (a scalar of the same type and
+    text; a list or dict is made again)."""
+    kind = type(a)
+    if kind is not type(b):
+        return False
+    if kind is str or kind is int or kind is bool or a is None:
+        return bool(a == b)
+    if kind is float:
+        return repr(a) == repr(b)
+    return False
 
 
 def with_run_facts(

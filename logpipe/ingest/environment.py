@@ -9,10 +9,11 @@ from typing import Any
 
 from logpipe import clock
 from logpipe.env import (
+    LaunchLayers,
     Rendered,
     RunEnv,
     Tiers,
-    launch_env,
+    launch_layers,
     load_manifest,
     log_facts,
     render,
@@ -86,7 +87,7 @@ def attach_envs(store: Store, files: list[tuple[str, list[Path]]],
         "SELECT DISTINCT run_id FROM logpipe_internal.line_prefixes WHERE outer_ts_utc AND "
         "source_id IN (SELECT unnest(?::INTEGER[]))", [sids])}
     clocks: list[tuple[str, int | None, str | None]] = []
-    launches: dict[tuple[Any, ...], RunEnv] = {}
+    launches: dict[tuple[Any, ...], tuple[str | None, LaunchLayers]] = {}
     last: dict[str, Rendered] = {}  # a file's launch before, rendered (:func:`render`)
     for (run_id, server_args, era_label, old_env, old_fp, old_complete, old_version,
          old_tags, started_at, engine_name, key) in runs:
@@ -97,20 +98,24 @@ def attach_envs(store: Store, files: list[tuple[str, list[Path]]],
                 if e.source == "command line" and k.startswith("tag.")}
         cli.update(options.env)
         tags.update(options.tags)
-        # the launches of a file mostly repeat a few configurations: each one's layers
-        # built once, and each launch rendered from the one before (~600 entries a launch)
-        config = (str(key), server_args, era_label, engine_name)
-        launch = launches.get(config)
-        if launch is None:
-            if len(launches) >= 16:  # (a few kept: launches alternate between them)
-                launches.clear()
-            launch = launches[config] = launch_env(
+        # the launches of a file mostly repeat a few configurations, a seed apart: each
+        # launch's layers built from the launch before of its manifests, era and engine,
+        # and rendered from the launch before (~600 entries a launch, a few differing)
+        config = (str(key), era_label, engine_name)
+        before = launches.get(config)
+        if before is not None and before[0] == server_args:
+            launch = before[1]
+        else:
+            launch = launch_layers(
                 tiers=tiers, manifests=loaded_of[str(key)],
                 server_args=json.loads(server_args) if server_args else None,
-                format_era=era_label, engine=engine_name)
+                format_era=era_label, engine=engine_name,
+                like=before[1] if before is not None else None)
+            launches[config] = (server_args, launch)
+        said = log_facts(events.get(run_id, []))
         env = last[str(key)] = render(
-            with_run_facts(launch, tiers=tiers, log_facts=log_facts(events.get(run_id, [])),
-                           cli_env=cli, tags=tags), like=last.get(str(key)))
+            with_run_facts(launch.env, tiers=tiers, log_facts=said, cli_env=cli, tags=tags),
+            like=last.get(str(key)))
         env_json, fp = env.json, env.fingerprint
         version = _engine_version(env, engine_name)
         clocks.append((run_id, *clock_of(store, run_id, env, options.tz, started_at,
