@@ -290,8 +290,10 @@ def test_slow_lines_read_by_a_worker_are_the_same_tables(
     monkeypatch.setattr(logparser.SGLangLogParser, "_send_slow_lines", counted)
     by_worker, here = tmp_path / "worker.duckdb", tmp_path / "here.duckdb"
     assert not ingest_paths([big], by_worker, keep_request_text=keep_text).failed
-    # the records and events went to the worker
-    assert len(sent) >= 6 and sent[:blocks_before] == [(0, 0)] * blocks_before
+    # the records and events went to the worker, but for the first blocks of many (the
+    # blocks are prepared on two threads, so ``sent`` is in the order they finished: a
+    # later block may come before an earlier one, as seen once under a loaded test run)
+    assert len(sent) >= 6 and sent.count((0, 0)) >= blocks_before
     assert sum(r for r, _ in sent) >= 500 and sum(e for _, e in sent) >= 300
     monkeypatch.setenv("LOGPIPE_RECORD_WORKERS", "0")
     sent.clear()
