@@ -448,7 +448,7 @@ def test_a_launch_built_from_the_launch_before_is_the_one_built_alone(
     added and removed arguments made again; a removed one a manifest also names falls
     back to the manifest's entry; 1, 1.0 and True, 0.0 and -0.0, [1] and [1.0] told
     apart): its environment is the one built from scratch."""
-    from logpipe.env import launch_env, launch_layers, render
+    from logpipe.env import launch_layers, render
 
     tiers = Tiers.load()
     manifests = [("env.json", {"env_captured": True,
@@ -464,8 +464,8 @@ def test_a_launch_built_from_the_launch_before_is_the_one_built_alone(
                 args[key] = change
         before = launch_layers(tiers=tiers, manifests=manifests, server_args=args,
                                format_era="0.5.x", engine="sglang", like=before)
-        alone = launch_env(tiers=tiers, manifests=manifests, server_args=args,
-                           format_era="0.5.x", engine="sglang")
+        alone = launch_layers(tiers=tiers, manifests=manifests, server_args=args,
+                              format_era="0.5.x", engine="sglang").env
         assert render(before.env).json == render(alone).json
         assert before.env.complete == alone.complete
         assert before.env.manifests == alone.manifests

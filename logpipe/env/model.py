@@ -70,14 +70,9 @@ def _entries_of(tiers: Tiers) -> dict[tuple[Any, ...], Entry]:
 
 
 def _entry_key(key: str, value: Any, source: str) -> tuple[Any, ...] | None:
-    """A memo key that tells apart the values ``==`` does not (``1``, ``1.0`` and
-    ``True``; ``0.0`` and ``-0.0``), or None for a value that is not memoised."""
-    kind = type(value)
-    if kind is str or kind is int or kind is bool or value is None:
-        return (key, kind, value, source)
-    if kind is float:
-        return (key, kind, repr(value), source)
-    return None
+    """A memo key of an entry (:func:`_typed`), or None for one not memoised."""
+    typed = _typed(value)
+    return None if typed is None else (key, source, *typed)
 
 
 @dataclass
@@ -87,7 +82,8 @@ class RunEnv:
     manifests: list[str] = field(default_factory=list)
 
     def fingerprint(self) -> str:
-        return render(self).fingerprint
+        return fingerprint({k: e.value for k, e in self.entries.items()
+                            if e.tier == "identity"})
 
     def to_json(self) -> str:
         """``json.dumps`` of the entries by key."""
@@ -183,7 +179,7 @@ def _typed(value: Any) -> tuple[Any, ...] | None:
     return None
 
 
-def _memo(memo: dict[tuple[Any, ...], Any], key: tuple[Any, ...]) -> Any:
+def _memo(memo: dict[tuple[Any, ...], str], key: tuple[Any, ...]) -> str | None:
     if len(memo) > _MEMO_MAX:
         memo.clear()
     return memo.get(key)
@@ -326,33 +322,19 @@ def build_env(
     manifest's launch command disagrees, the printed value wins and the conflict is noted.
     ``log_facts`` (:func:`log_facts`) are what the log says about its environment: where a
     manifest says otherwise, both are kept (the conflict is noted) and the log's effective
-    value wins.  (:func:`launch_env`, then :func:`with_run_facts`: the launches of a file
-    that repeat a configuration share the first.)
+    value wins.  (:func:`launch_layers`, then :func:`with_run_facts`: the launches of a
+    file that repeat a configuration share the first.)
     """
-    launch = launch_env(tiers=tiers, manifests=manifests, server_args=server_args,
-                        format_era=format_era, engine=engine)
-    return with_run_facts(launch, tiers=tiers, log_facts=log_facts, cli_env=cli_env,
+    launch = launch_layers(tiers=tiers, manifests=manifests, server_args=server_args,
+                           format_era=format_era, engine=engine)
+    return with_run_facts(launch.env, tiers=tiers, log_facts=log_facts, cli_env=cli_env,
                           tags=tags)
-
-
-def launch_env(
-    *,
-    tiers: Tiers,
-    manifests: Iterable[tuple[str, Mapping[str, Any]]] = (),
-    server_args: Mapping[str, Any] | None = None,
-    format_era: str | None = None,
-    engine: str | None = None,
-) -> RunEnv:
-    """The layers of :func:`build_env` a launch's configuration decides: the manifests,
-    the printed arguments, the log's format era and the variables the engine forces."""
-    return launch_layers(tiers=tiers, manifests=manifests, server_args=server_args,
-                         format_era=format_era, engine=engine).env
 
 
 @dataclass(frozen=True)
 class LaunchLayers:
-    """:func:`launch_env`'s environment with what the next launch of the same manifests,
-    era and engine is built from (:func:`launch_layers`)."""
+    """A launch's configuration layers (:func:`launch_layers`) with what the next launch
+    of the same manifests, era and engine is built from."""
 
     env: RunEnv
     server_args: dict[str, Any]
@@ -371,9 +353,11 @@ def launch_layers(
     engine: str | None = None,
     like: LaunchLayers | None = None,
 ) -> LaunchLayers:
-    """:func:`launch_env`, from ``like`` (a launch of the same manifests, era and engine:
-    the caller's promise) where few arguments differ: only their entries are made again
-    (a file's launches differ in a seed or a swept argument, not in ~550)."""
+    """The layers of :func:`build_env` a launch's configuration decides: the manifests,
+    the printed arguments, the log's format era and the variables the engine forces.
+    From ``like`` (a launch of the same manifests, era and engine: the caller's promise)
+    where few arguments differ, only their entries are made again (a file's launches
+    differ in a seed or a swept argument, not in ~550)."""
     args = dict(server_args or {})
     if like is not None and not like.forced_args:
         before = like.server_args
@@ -453,7 +437,7 @@ def with_run_facts(
     cli_env: Mapping[str, Any] | None = None,
     tags: Mapping[str, Any] | None = None,
 ) -> RunEnv:
-    """A new environment: ``launch`` (:func:`launch_env`, left as it is) with the layers
+    """A new environment: ``launch`` (:func:`launch_layers`, left as it is) with the layers
     of :func:`build_env` each run has its own: what its log says, then the command
     line's variables and tags."""
     env = RunEnv(dict(launch.entries), launch.complete, list(launch.manifests))

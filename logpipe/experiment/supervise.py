@@ -97,8 +97,8 @@ try:
         said += got
 except OSError:
     pass
-try:  # the group: given, or named on the pipe once started (none named: none started)
-    group = int(sys.argv[2]) if len(sys.argv) > 2 else int(said.split(b"\\n", 1)[0])
+try:  # the group, named on the pipe by what was started (none named: none started)
+    group = int(said.split(b"\\n", 1)[0])
 except ValueError:
     sys.exit(0)
 for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 0.0)):
@@ -116,16 +116,15 @@ for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 0.0)):
 """
 
 
-def watchdog(group: int | None = None) -> int:
-    """A lifeline for process group ``group``: a small process, in a session of its own,
-    that kills the group (SIGTERM, then SIGKILL) as soon as the returned pipe end is
-    closed (by every process holding it), which the kernel does when logpipe dies, even
-    by SIGKILL.  Close it (``os.close``) once the group is stopped.  Without ``group``,
-    the first line written on the pipe names it (:func:`start_watched`)."""
+def watchdog() -> int:
+    """A lifeline for a process group: a small process, in a session of its own, that
+    kills the group named by the first line written on the returned pipe end
+    (:func:`start_watched`), SIGTERM then SIGKILL, as soon as that end is closed by every
+    process holding it, which the kernel does when logpipe dies, even by SIGKILL.  Close
+    it (``os.close``) once the group is stopped."""
     read_end, write_end = os.pipe()
     try:
-        subprocess.Popen([sys.executable, "-c", _WATCHDOG, str(read_end),
-                          *([str(group)] if group is not None else [])],
+        subprocess.Popen([sys.executable, "-c", _WATCHDOG, str(read_end)],
                          pass_fds=(read_end,), stdin=subprocess.DEVNULL,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                          start_new_session=True)
