@@ -91,7 +91,8 @@ def _parse(data: bytes, block_bytes: int, monkeypatch: pytest.MonkeyPatch, fast:
         out["phases"].append(chunk.phases)
         out["prefixes"].append(chunk.prefixes)
         extras.append((chunk.noise, chunk.continuation,
-                       [(la.run_seq, la.line_no, la.raw) for la in chunk.launches],
+                       [(la.run_seq, la.line_no, la.redacted, la.args_json)
+                        for la in chunk.launches],
                        state.to_json()))
     return {"frames": out, "extras": extras, "taken": taken, "batches_taken": batches_taken}
 

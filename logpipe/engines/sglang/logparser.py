@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import json
 import os
 import platform
 import re
@@ -33,7 +32,6 @@ from logpipe.engines.sglang.parser import (
     split_files,
 )
 from logpipe.engines.sglang.records import is_request
-from logpipe.engines.sglang.server_args import redact, redact_text
 from logpipe.readers import is_prose, read_head
 from logpipe.sources.bench import CONSOLE_BANNER
 
@@ -327,7 +325,6 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h
 def launch_facts(launch: Launch) -> dict[str, Any]:
     """``runs`` columns from a launch's ``server_args`` line."""
     args = launch.args or {}
-    safe = redact(args)
 
     def size(key: str) -> int | None:
         if not args:
@@ -342,8 +339,8 @@ def launch_facts(launch: Launch) -> dict[str, Any]:
     algo = args.get("speculative_algorithm")
     algo = str(algo) if algo not in (None, "", "None") else None
     return dict(
-        server_args=json.dumps(safe, default=str) if args else None,
-        server_args_raw=redact_text(launch.raw, args), model=args.get("model_path"),
+        server_args=launch.args_json, server_args_raw=launch.redacted,
+        model=args.get("model_path"),
         tp_size=size("tp_size"), dp_size=size("dp_size"), ep_size=size("ep_size"),
         pp_size=size("pp_size"), spec_algorithm=algo,
         spec_num_steps=opt_int("speculative_num_steps"),

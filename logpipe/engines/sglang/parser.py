@@ -110,7 +110,10 @@ class Launch:
     run_seq: int
     line_no: int
     args: dict[str, Any] | None
-    raw: str
+    redacted: str
+    """The ``server_args`` line's text, its secrets redacted."""
+    args_json: str | None
+    """The arguments, their secrets redacted, as JSON (None without arguments)."""
 
 
 @dataclass
@@ -371,11 +374,11 @@ def finish_chunk(prepared: PreparedChunk, state: LogState, keep_text: bool = Fal
             attrs.append(json.dumps(a, default=str))
             messages.append((msg + "\n" + cont)[:MESSAGE_LIMIT])
         else:  # (read by the worker, or now)
-            attrs_json, args, redacted = read.get(row) or read_event(kind, msg)
+            attrs_json, args, redacted, args_json = read.get(row) or read_event(kind, msg)
             attrs.append(attrs_json)
             if kind == "server_args":
-                launches.append(Launch(rseq, line_no, args, msg))
-                messages.append(redacted or "")
+                launches.append(Launch(rseq, line_no, args, redacted or "", args_json))
+                messages.append((redacted or "")[:MESSAGE_LIMIT])
             else:
                 messages.append((msg + ("\n" + cont if cont else ""))[:MESSAGE_LIMIT])
         event_kinds.append(kind)
@@ -584,7 +587,7 @@ def split_files(chunk: ParsedChunk, files: Files) -> list[ParsedChunk]:
         i = launch.run_seq // RUN_STRIDE
         launches[i].append(Launch(launch.run_seq - i * RUN_STRIDE,
                                   launch.line_no - int(files.starts[i]) + 1,
-                                  launch.args, launch.raw))
+                                  launch.args, launch.redacted, launch.args_json))
     out = []
     for i in range(n):
         out.append(ParsedChunk(
