@@ -343,6 +343,8 @@ LEFT JOIN run_env b ON b.run_id = r.run_id AND b.key = 'launch.bench';
 --   df: degrees of freedom (launches - groups); pairs: A/A pairs the groups hold
 --   max_pair_diff: the largest ratio - 1 between two launches of one group
 CREATE OR REPLACE VIEW launch_noise AS
+-- every float sum here is taken in a fixed order (a parallel sum's last digits follow the
+-- threads', and a view must read the same from one query to the next)
 WITH v AS (
     SELECT c.env_fingerprint, c.model, c.config_key, coalesce(c.workload, '') AS workload,
            l.stratum, ln(l.steady_tps) AS y
@@ -351,16 +353,17 @@ WITH v AS (
 ),
 g AS (
     SELECT env_fingerprint, model, config_key, workload, stratum, count(*) AS n,
-           sum((y - m) ^ 2) AS ss, max(y) - min(y) AS log_range
-    FROM (SELECT *, avg(y) OVER (PARTITION BY env_fingerprint, model, config_key, workload,
-                                 stratum) AS m FROM v)
-    GROUP BY ALL HAVING count(*) >= 2
-)
+           list(y ORDER BY y) AS ys, max(y) - min(y) AS log_range
+    FROM v GROUP BY ALL HAVING count(*) >= 2
+),
+m AS (SELECT *, list_sum(ys) / n AS m FROM g),
+d AS (SELECT *, list_sum(list_transform(ys, lambda y: (y - m) ^ 2)) AS ss FROM m)
 SELECT env_fingerprint, model, stratum, sum(n)::BIGINT AS launches,
        sum(n * (n - 1) // 2)::BIGINT AS pairs, count(*) AS configurations,
-       sum(n - 1)::BIGINT AS df, sqrt(sum(ss) / sum(n - 1)) AS log_sd,
-       exp(sqrt(sum(ss) / sum(n - 1))) - 1 AS spread, exp(max(log_range)) - 1 AS max_pair_diff
-FROM g GROUP BY ALL;
+       sum(n - 1)::BIGINT AS df, sqrt(sum(ss ORDER BY ss) / sum(n - 1)) AS log_sd,
+       exp(sqrt(sum(ss ORDER BY ss) / sum(n - 1))) - 1 AS spread,
+       exp(max(log_range)) - 1 AS max_pair_diff
+FROM d GROUP BY ALL;
 
 -- Every (speculative run, baseline run) of the same model, with what keeps them apart.
 -- differing_keys: identity keys whose values differ (or are set in only one run).
@@ -572,20 +575,24 @@ WHERE p.profiled AND NOT coalesce(u.profiled, false) AND p.env_complete AND u.en
 -- total and mean time, and the kernel's share of the trace's device time.  "Top kernels
 -- of run X": WHERE run = 'X' ORDER BY total_ms DESC.
 CREATE OR REPLACE VIEW kernel_summary AS
+-- durations are summed as decimals (to the picosecond): exact, so the same in every query
+-- (a parallel float sum's last digits follow the threads')
 WITH per AS (
     SELECT source_path, kernel_class, name AS kernel, count(*) AS launches,
-           sum(dur_us) / 1000.0 AS total_ms, avg(dur_us) AS mean_us
+           sum(dur_us::DECIMAL(38, 6)) AS total_us, count(dur_us) AS timed
     FROM trace_kernels GROUP BY source_path, kernel_class, name
 )
 SELECT r.name AS run, t.run_id, p.source_path, t.tp_rank, t.dp_rank, t.pp_rank, t.ep_rank,
-       t.stage, p.kernel_class, p.kernel, p.launches, p.total_ms, p.mean_us,
-       p.total_ms / sum(p.total_ms) OVER (PARTITION BY p.source_path) AS share
+       t.stage, p.kernel_class, p.kernel, p.launches, p.total_us::DOUBLE / 1000.0 AS total_ms,
+       p.total_us::DOUBLE / p.timed AS mean_us,
+       p.total_us::DOUBLE / (sum(p.total_us) OVER (PARTITION BY p.source_path))::DOUBLE
+         AS share
 FROM per p JOIN traces t USING (source_path) LEFT JOIN runs r ON r.run_id = t.run_id;
 
 -- Device time per kernel class (gemm, attention, communication, memory, other) per trace.
 CREATE OR REPLACE VIEW kernel_class_summary AS
 SELECT run, run_id, source_path, tp_rank, kernel_class, sum(launches) AS launches,
-       sum(total_ms) AS total_ms, sum(share) AS share
+       sum(total_ms ORDER BY total_ms) AS total_ms, sum(share ORDER BY share) AS share
 FROM kernel_summary GROUP BY ALL;
 
 -- One row per scheduler step the engine marked in a profiler trace (SGLang 0.5.16+:
@@ -646,18 +653,23 @@ CREATE OR REPLACE VIEW annotation_summary AS
 WITH spans AS (
     SELECT source_path, name AS annotation,
            count(*) FILTER (WHERE side = 'cpu') AS calls,
-           sum(dur_us) FILTER (WHERE side = 'cpu') / 1000.0 AS cpu_ms,
-           sum(dur_us) FILTER (WHERE side = 'gpu') / 1000.0 AS gpu_span_ms
+           -- (decimal sums: exact, the same in every query, as kernel_summary's)
+           sum(dur_us::DECIMAL(38, 6)) FILTER (WHERE side = 'cpu')::DOUBLE / 1000.0 AS cpu_ms,
+           sum(dur_us::DECIMAL(38, 6)) FILTER (WHERE side = 'gpu')::DOUBLE / 1000.0
+             AS gpu_span_ms
     FROM trace_annotations WHERE NOT starts_with(name, 'ProfilerStep#')
     GROUP BY ALL
 ),
 kern AS (
-    SELECT source_path, annotation, count(*) AS kernels, sum(dur_us) / 1000.0 AS kernel_ms
+    SELECT source_path, annotation, count(*) AS kernels,
+           sum(dur_us::DECIMAL(38, 6)) AS kernel_us
     FROM trace_kernels WHERE annotation IS NOT NULL GROUP BY ALL
 )
 SELECT r.name AS run, t.run_id, s.source_path, t.tp_rank, s.annotation, s.calls, s.cpu_ms,
-       s.gpu_span_ms, coalesce(k.kernels, 0) AS kernels, coalesce(k.kernel_ms, 0) AS kernel_ms,
-       k.kernel_ms / sum(k.kernel_ms) OVER (PARTITION BY s.source_path) AS kernel_share
+       s.gpu_span_ms, coalesce(k.kernels, 0) AS kernels,
+       coalesce(k.kernel_us::DOUBLE / 1000.0, 0) AS kernel_ms,
+       k.kernel_us::DOUBLE / (sum(k.kernel_us) OVER (PARTITION BY s.source_path))::DOUBLE
+         AS kernel_share
 FROM spans s JOIN traces t USING (source_path)
 LEFT JOIN kern k USING (source_path, annotation)
 LEFT JOIN runs r ON r.run_id = t.run_id;
