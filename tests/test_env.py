@@ -430,10 +430,27 @@ def test_an_environment_rendered_from_the_launch_before_is_the_one_rendered_alon
             {k: e.value for k, e in entries.items() if e.tier == "identity"})
 
 
+def test_a_launch_built_from_the_launch_before_tells_composite_values_apart() -> None:
+    """A list or dict argument is the launch before's entry only where its text is the
+    same: a dict's keys in another order, [1] after [1.0] or [True] are made again."""
+    from logpipe.env import launch_layers, render
+
+    tiers = Tiers.load()
+    before = None
+    for value in ({"a": 1, "b": [2]}, {"b": [2], "a": 1}, {"b": [2], "a": 1}, [1.0], [1],
+                  [True], [True], [[1], {"x": None}], [[1.0], {"x": None}]):
+        args = {"cuda_graph_config": value, "tp_size": 1}
+        before = launch_layers(tiers=tiers, server_args=args, engine="sglang", like=before)
+        alone = launch_layers(tiers=tiers, server_args=args, engine="sglang")
+        assert render(before.env).json == render(alone.env).json, value
+        assert render(before.env).fingerprint == render(alone.env).fingerprint, value
+
+
 _ARGS = st.sampled_from(["tp_size", "port", "random_seed", "api_key", "cuda_graph_bs",
                          "mem_fraction_static", "speculative_algorithm", "disable_x"])
 _VALUES = st.sampled_from([0, 1, 1.0, True, False, None, -0.0, 0.0, "", "EAGLE3", "1",
-                           [1, 2], [1.0, 2]])
+                           [1, 2], [1.0, 2], [], {}, [[1], {"a": 1}], [[1], {"a": True}],
+                           {"a": 1, "b": [2]}, {"b": [2], "a": 1}, {"a": 1, "b": [2.0]}])
 
 
 @settings(max_examples=200, deadline=None)
@@ -446,8 +463,8 @@ def test_a_launch_built_from_the_launch_before_is_the_one_built_alone(
         in_manifest: dict[str, object]) -> None:
     """Each launch's configuration layers are built from the launch before (its changed,
     added and removed arguments made again; a removed one a manifest also names falls
-    back to the manifest's entry; 1, 1.0 and True, 0.0 and -0.0, [1] and [1.0] told
-    apart): its environment is the one built from scratch."""
+    back to the manifest's entry; 1, 1.0 and True, 0.0 and -0.0, [1] and [1.0], dicts of
+    other key orders told apart): its environment is the one built from scratch."""
     from logpipe.env import launch_layers, render
 
     tiers = Tiers.load()

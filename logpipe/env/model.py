@@ -107,6 +107,8 @@ class Rendered:
     texts: list[str]
     identity: list[tuple[str, str]]
     complete: bool
+    same_identity: Rendered | None = field(default=None, compare=False, repr=False)
+    """A rendering whose identity values are these (its fingerprint is this one's)."""
 
     @cached_property
     def json(self) -> str:
@@ -115,6 +117,8 @@ class Rendered:
 
     @cached_property
     def fingerprint(self) -> str:
+        if self.same_identity is not None:
+            return self.same_identity.fingerprint
         return _digest(self.identity)
 
 
@@ -134,11 +138,13 @@ def render(env: RunEnv, like: Rendered | None = None) -> Rendered:
     if 2 * (len(changed) + len(removed)) > len(entries):
         return _render_all(entries, env.complete)
     keys, texts, identity = like.keys.copy(), like.texts.copy(), like.identity.copy()
+    moved = False  # (whether an identity value changed: else the fingerprint is like's)
     for k in removed:
         i = bisect_left(keys, k)
         del keys[i], texts[i]
         if old[k].tier == "identity":
             del identity[bisect_left(identity, (k,))]
+            moved = True
     for k in changed:
         e, was = entries[k], old.get(k)
         text = f"{_key_text(k)}: {e.json_text}"
@@ -150,6 +156,7 @@ def render(env: RunEnv, like: Rendered | None = None) -> Rendered:
             texts.insert(i, text)
         was_identity = was is not None and was.tier == "identity"
         if was_identity or e.tier == "identity":
+            moved = True
             j = bisect_left(identity, (k,))
             if was_identity and e.tier == "identity":
                 identity[j] = (k, e.canonical_value)
@@ -157,7 +164,8 @@ def render(env: RunEnv, like: Rendered | None = None) -> Rendered:
                 del identity[j]
             else:
                 identity.insert(j, (k, e.canonical_value))
-    return Rendered(entries, keys, texts, identity, env.complete)
+    return Rendered(entries, keys, texts, identity, env.complete,
+                    None if moved else like.same_identity or like)
 
 
 def _render_all(entries: dict[str, Entry], complete: bool) -> Rendered:
@@ -417,14 +425,15 @@ _MISSING = object()
 
 
 def _same(a: Any, b: Any) -> bool:
-    """Whether two printed values make the same entry (a scalar of the same type and
-    text; a list or dict is made again)."""
+    """Whether two printed values make the same entry: of the same type and text (a list
+    or dict by its repr, which tells 1, 1.0 and True apart and follows a dict's key
+    order, as its JSON text does)."""
     kind = type(a)
     if kind is not type(b):
         return False
     if kind is str or kind is int or kind is bool or a is None:
         return bool(a == b)
-    if kind is float:
+    if kind is float or kind is list or kind is dict:
         return repr(a) == repr(b)
     return False
 
