@@ -486,3 +486,18 @@ def test_a_launch_built_from_the_launch_before_is_the_one_built_alone(
         assert render(before.env).json == render(alone).json
         assert before.env.complete == alone.complete
         assert before.env.manifests == alone.manifests
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.text(), st.text()), max_size=12))
+def test_a_fingerprint_is_the_hash_of_its_pairs_json(items: list[tuple[str, str]]) -> None:
+    """Fingerprints are written from each pair's memoised text: the digest is still that
+    of ``json.dumps`` of the pairs (a fingerprint stored by an earlier ingest compares
+    equal), with quotes, escapes and non-ASCII keys and values, pairs seen before or not."""
+    import hashlib
+
+    from logpipe.env.model import _digest
+
+    want = hashlib.sha256(json.dumps(items, separators=(",", ":")).encode()).hexdigest()[:16]
+    assert _digest(items) == want
+    assert _digest(items) == want  # (the second time from the memo)

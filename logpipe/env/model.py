@@ -240,9 +240,22 @@ def fingerprint(identity: Mapping[str, Any]) -> str:
     return _digest(sorted((k, canonical(v)) for k, v in identity.items()))
 
 
+_pair_texts: dict[tuple[str, str], str] = {}
+
+
 def _digest(items: list[tuple[str, str]]) -> str:
-    blob = json.dumps(items, separators=(",", ":"))
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+    """The fingerprint of ``(key, canonical value)`` pairs in key order: the hash of
+    ``json.dumps(items, separators=(",", ":"))``, written from each pair's text (the same
+    ~500 pairs recur launch after launch)."""
+    if len(_pair_texts) > _MEMO_MAX:
+        _pair_texts.clear()
+    texts = []
+    for item in items:
+        text = _pair_texts.get(item)
+        if text is None:
+            text = _pair_texts[item] = json.dumps(item, separators=(",", ":"))
+        texts.append(text)
+    return hashlib.sha256(("[" + ",".join(texts) + "]").encode()).hexdigest()[:16]
 
 
 def forced_variables(engine: str | None, entries: Mapping[str, Entry]
