@@ -74,12 +74,25 @@ HTTP_RE = (
 ERROR_START = r"^Traceback \(most recent call last\)"
 
 
+_ANY_EVENT = "|".join(f"(?:{regex})" for _, regex in EVENT_KINDS)
+"""One pass that finds the lines any of :data:`EVENT_KINDS` matches (few: most lines are
+batch, access and request lines, a request line a few KB)."""
+
+
 def classify(lines: pl.DataFrame) -> pl.DataFrame:
-    """Add ``event_kind`` (or null) to ``lines`` (needs ``msg``)."""
+    """Add ``event_kind`` (or null) to ``lines`` (needs ``msg``).  The lines any kind
+    matches are found in one pass, and only they are tested kind by kind: a chain of
+    ``when`` tests every kind on every line (the slow lines of 256 MB of docker launches,
+    ~100 MB of request records among them: 1.3 s of the second core)."""
+    hit = lines.get_column("msg").str.contains(_ANY_EVENT)
+    if not hit.any():
+        return lines.with_columns(pl.lit(None, dtype=pl.String).alias("event_kind"))
     expr: pl.Expr = pl.lit(None, dtype=pl.String)
     for kind, regex in reversed(EVENT_KINDS):
         expr = pl.when(pl.col("msg").str.contains(regex)).then(pl.lit(kind)).otherwise(expr)
-    return lines.with_columns(expr.alias("event_kind"))
+    kinds = lines.filter(hit).select(expr.alias("event_kind")).get_column("event_kind")
+    column = pl.repeat(None, lines.height, dtype=pl.String, eager=True).alias("event_kind")
+    return lines.with_columns(column.scatter(hit.arg_true(), kinds))
 
 
 def parse_http(lines: pl.DataFrame) -> pl.DataFrame:
