@@ -11,10 +11,14 @@ _SECRET_WORDS = re.compile(
     r"(secret|password|passwd|credential|api_?key|private_?key|access_?key|(^|_)key($|_)|auth)",
     re.IGNORECASE,
 )
-# "token" names a secret (HF_TOKEN) unless the key counts tokens (max_total_tokens, ...).
+# "token" names a secret (HF_TOKEN) unless the key counts tokens (max_total_tokens, ...)
+# or names a measurement or a knob about them (SGLang 0.5's bucket_time_to_first_token,
+# bucket_inter_token_latency and tbo_token_distribution_threshold: latency buckets and a
+# two-batch-overlap setting, which a comparison must see).
 _TOKEN_COUNT = re.compile(
     r"(tokens|tokenizer|num_|max_|min_|total|chunked|prefill|decode|reserved|budget|limit"
-    r"|count|len|usage|ratio|token_?map|token_?ids|per_token)",
+    r"|count|len|usage|ratio|token_?map|token_?ids|per_token|first_token|inter_token"
+    r"|latency|threshold|distribution)",
     re.IGNORECASE,
 )
 

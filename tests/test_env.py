@@ -501,3 +501,20 @@ def test_a_fingerprint_is_the_hash_of_its_pairs_json(items: list[tuple[str, str]
     want = hashlib.sha256(json.dumps(items, separators=(",", ":")).encode()).hexdigest()[:16]
     assert _digest(items) == want
     assert _digest(items) == want  # (the second time from the memo)
+
+
+def test_arguments_about_tokens_are_not_taken_for_secrets() -> None:
+    """Of SGLang 0.5.23's printed arguments, those whose names hold "token" or "key" and are
+    not credentials keep their values (a latency bucket list and a two-batch-overlap
+    threshold were redacted, hiding a setting from every comparison); credentials stay
+    redacted."""
+    from logpipe.redaction import is_secret_key
+
+    for key in ("bucket_time_to_first_token", "bucket_inter_token_latency",
+                "tbo_token_distribution_threshold", "max_total_tokens", "speculative_token_map",
+                "num_reserved_decode_tokens", "kt_max_deferred_experts_per_token"):
+        assert not is_secret_key(key), key
+    for key in ("api_key", "admin_api_key", "HF_TOKEN", "hf_token", "HUGGING_FACE_HUB_TOKEN",
+                "ssl_keyfile_password", "watermark_key", "auth_token", "access_token",
+                "WANDB_API_KEY"):
+        assert is_secret_key(key), key
