@@ -187,3 +187,54 @@ def test_read_commands_read_the_kept_rows_and_leave_no_shadow(sample_db: Path,
                         assert x == (pytest.approx(y, rel=1e-12)
                                      if isinstance(y, float) else y), v
         assert not store.all("SELECT table_name FROM duckdb_tables() WHERE temporary")
+
+
+def _same_run(a: object, b: object) -> None:
+    """Two loaded runs field by field (arrays by value)."""
+    import dataclasses
+
+    for f in dataclasses.fields(a):  # type: ignore[arg-type]
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if f.name == "decode":
+            assert x.keys() == y.keys(), f.name
+            for s in x:
+                np.testing.assert_array_equal(x[s], y[s])
+        elif isinstance(x, np.ndarray):
+            np.testing.assert_array_equal(x, y)
+        elif f.name == "env":
+            assert x.entries == y.entries and x.complete == y.complete
+        else:
+            assert x == y, f.name
+
+
+def test_runs_loaded_together_are_each_loaded_alone(sample_db: Path, tmp_path: Path) -> None:
+    """A check or a campaign loads its runs together (a few statements for all of them):
+    runs of every engine and folder of the samples, by name or id, repeated, one of them
+    changed since ingest (its kept counts stale), with and without a configured warm-up,
+    are what each is loaded alone."""
+    from logpipe.analysis.load import load_runs
+
+    db = tmp_path / "copy.duckdb"
+    shutil.copy(sample_db, db)
+    with Store.open(db) as store:  # one run's kept counts made stale by hand
+        (stale,) = store.one("SELECT min(run_id) FROM logpipe_internal.batches")
+        store.con.execute("DELETE FROM logpipe_internal.batches WHERE run_id = ? AND line_no "
+                          "= (SELECT max(line_no) FROM logpipe_internal.batches "
+                          "WHERE run_id = ?)", [stale, stale])
+    with Store.open(db, read_only=True) as store:
+        assert stale in {r for r, _ in summaries.stale(store)}
+        # (a run of each engine and source of the samples, the stale one first: ~10 s for
+        # every run of the samples, alone and together, is more than the suite can spend)
+        ids = [stale, *(r for (r,) in store.all(
+            "SELECT min(run_id) FROM runs WHERE run_id <> ? GROUP BY engine, "
+            "regexp_extract(source_path, 'sample_logs/([^/]+)', 1) ORDER BY 1", [stale]))]
+        assert len(ids) >= 10
+        (name,) = store.one("SELECT name FROM runs WHERE run_id = ?", [ids[1]])
+        refs = [*ids, name, ids[0]]  # a name and repeats, in the order asked
+        together = load_runs(store, refs)
+        assert [r.run_id for r in together] == [*ids, ids[1], ids[0]]
+        for ref, run in zip(refs, together, strict=True):
+            _same_run(run, load_runs(store, [ref])[0])
+        warm = Warmup(lines=3)  # (counted from the lines, run by run)
+        for ref, run in zip(refs[:3], load_runs(store, refs[:3], warm), strict=True):
+            _same_run(run, load_runs(store, [ref], warm)[0])

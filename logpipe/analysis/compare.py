@@ -29,7 +29,13 @@ from collections.abc import Sequence
 from logpipe.analysis import client as clients
 from logpipe.analysis.decide import primary_metric
 from logpipe.analysis.judge import compare_arms, judge_environment
-from logpipe.analysis.load import WARMUP_RUNS, arm_refs, environment_noise, load_run
+from logpipe.analysis.load import (
+    WARMUP_RUNS,
+    arm_refs,
+    environment_noise,
+    load_run,
+    load_runs,
+)
 from logpipe.analysis.results import (
     DEFAULTS,
     EXIT_INCOMPARABLE,
@@ -51,7 +57,8 @@ def compare(db: StoreOrPath, refs: Sequence[str], options: Options = DEFAULTS) -
     launches given as a comma-separated list)."""
     arms = arm_refs(refs)
     with using(db, read_only=True) as store:
-        loaded = [[load_run(store, r, options.warmup) for r in arm] for arm in arms]
+        every = iter(load_runs(store, [r for arm in arms for r in arm], options.warmup))
+        loaded = [[next(every) for _ in arm] for arm in arms]
         _distinct(loaded)
         noise = environment_noise(store, loaded[0][0], loaded)
     return [compare_arms(loaded[0], cand, options, noise.server, client_noise=noise.client,
@@ -103,10 +110,17 @@ def campaign_arms(store: Store, plan: str, warmup: Warmup = NO_WARMUP
     if len(base_arm) != 1:
         raise InputError(f"campaign {plan!r} has {len(base_arm)} baseline arms",
                          hint="compare its arms with --run A1,A2 --run B1,B2")
-    loaded = {arm: [load_run(store, rid, warmup) for _, rid in sorted(members)]
-              for arm, members in arms.items()}
+    loaded = _load_arms(store, {arm: [rid for _, rid in sorted(members)]
+                                for arm, members in arms.items()}, warmup)
     base = loaded.pop(base_arm[0])
     return base, loaded
+
+
+def _load_arms(store: Store, arms: dict[str, list[str]], warmup: Warmup
+               ) -> dict[str, list[RunSamples]]:
+    """Each arm's launches loaded (all of them together: :func:`load_runs`)."""
+    every = iter(load_runs(store, [rid for ids in arms.values() for rid in ids], warmup))
+    return {arm: [next(every) for _ in ids] for arm, ids in arms.items()}
 
 
 def judge_campaign(store: Store, plan: str, options: Options = DEFAULTS,
@@ -124,8 +138,7 @@ def judge_campaign(store: Store, plan: str, options: Options = DEFAULTS,
         base_name = base[0].arm or "baseline"
     else:
         assert baseline is not None
-        loaded = {arm: [load_run(store, rid, options.warmup) for rid in ids]
-                  for arm, ids in launches.items()}
+        loaded = _load_arms(store, launches, options.warmup)
         base, base_name = loaded.pop(baseline), baseline
         candidates = loaded
     noise = environment_noise(store, base[0], [base, *candidates.values()])

@@ -42,12 +42,28 @@ def judged_counts(store: Store, run_id: str, warmup: Warmup = NO_WARMUP) -> Coun
     """What judging reads of a run's lines, counted: the counts ingest kept where they are
     current, else computed now; with a configured warm-up, counted from the lines
     (:func:`count_lines`)."""
+    return judged_counts_of_runs(store, [run_id], warmup)[run_id]
+
+
+def judged_counts_of_runs(store: Store, run_ids: Sequence[str],
+                          warmup: Warmup = NO_WARMUP) -> dict[str, Counts]:
+    """:func:`judged_counts` of each of ``run_ids``: those of the runs whose kept counts are
+    current in two statements for all of them, the others' computed run by run."""
     if warmup.lines > 0 or warmup.seconds > 0:
-        return count_lines(steady_lines(store, run_id, warmup, JUDGED))
-    kept = summaries.current(store, [run_id])
-    return [(str(a), b, c, d, int(n)) for a, b, c, d, n in store.all(
-        "SELECT series, stratum, value, label, n FROM judged_counts_of(?, ?)",
-        [None, [run_id]] if kept else [run_id, None])]
+        return {r: count_lines(steady_lines(store, r, warmup, JUDGED)) for r in run_ids}
+    kept = summaries.kept_of(store, list(run_ids))
+    out: dict[str, Counts] = {r: [] for r in run_ids}
+    if kept:
+        for rid, a, b, c, d, n in store.all(
+                "SELECT run_id, series, stratum, value, label, n FROM judged_counts_of(?, ?)",
+                [None, sorted(kept)]):
+            out[str(rid)].append((str(a), b, c, d, int(n)))
+    for r in run_ids:
+        if r not in kept:
+            out[r] = [(str(a), b, c, d, int(n)) for a, b, c, d, n in store.all(
+                "SELECT series, stratum, value, label, n FROM judged_counts_of(?, ?)",
+                [r, None])]
+    return out
 
 
 def count_lines(lines: pl.DataFrame) -> Counts:
@@ -111,30 +127,52 @@ def judged_samples(counts: Counts) -> dict[str, Any]:
 
 
 def load_run(store: Store, ref: str, warmup: Warmup = NO_WARMUP) -> RunSamples:
-    run_id = resolve_run(store, ref)
-    row = store.one(
-        "SELECT name, role, spec_algorithm, profiled, env, env_complete, format_era, "
+    return load_runs(store, [ref], warmup)[0]
+
+
+_FACTS_SQL = """
+SELECT c.run_id, c.env_fingerprint, c.model, c.config_key, c.workload,
+       max(CASE WHEN e.key = 'launch.plan' THEN e.value END),
+       max(CASE WHEN e.key = 'launch.arm' THEN e.value END),
+       max(CASE WHEN e.key = 'launch.round' THEN e.value END),
+       count(CASE WHEN e.key = 'launch.profile' THEN 1 END) > 0
+FROM run_configs c LEFT JOIN run_env e ON e.run_id = c.run_id
+ AND e.key IN ('launch.plan', 'launch.arm', 'launch.round', 'launch.profile')
+WHERE c.run_id IN (SELECT unnest(?::VARCHAR[])) GROUP BY ALL
+"""
+"""Each run's configuration and the launch facts ``ab`` recorded in its environment."""
+
+
+def load_runs(store: Store, refs: Sequence[str], warmup: Warmup = NO_WARMUP
+              ) -> list[RunSamples]:
+    """The runs ``refs`` name (names or ids), loaded for judging, in their order: what
+    every run needs (its ``runs`` row, configuration, counts and whether they are current)
+    read in a few statements for all of them (a check judges dozens of launches, and a
+    dozen statements a run were ~65 ms of each), the rest run by run."""
+    ids = [resolve_run(store, ref) for ref in refs]
+    todo = list(dict.fromkeys(ids))
+    rows = {str(r[0]): r[1:] for r in store.all(
+        "SELECT run_id, name, role, spec_algorithm, profiled, env, env_complete, format_era, "
         "era_mask, engine_version, engine, tp_size, dp_size, pp_size, ep_size FROM runs "
-        "WHERE run_id = ?", [run_id])
-    assert row is not None
+        "WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [todo])}
+    facts = {str(r[0]): r[1:] for r in store.all(_FACTS_SQL, [todo])}
+    counts = judged_counts_of_runs(store, todo, warmup)
+    loaded = {rid: _run_samples(store, rid, rows[rid], facts.get(rid, (None,) * 8),
+                                counts[rid]) for rid in todo}
+    return [loaded[rid] for rid in ids]
+
+
+def _run_samples(store: Store, run_id: str, row: tuple[Any, ...], facts: tuple[Any, ...],
+                 counts: Counts) -> RunSamples:
     name, role, algo, profiled, env_json, complete, era_label, mask, version, engine = row[:10]
     layout = tuple(row[10:])
-    facts = store.one(
-        "SELECT c.env_fingerprint, c.model, c.config_key, c.workload, "
-        "max(CASE WHEN e.key = 'launch.plan' THEN e.value END), "
-        "max(CASE WHEN e.key = 'launch.arm' THEN e.value END), "
-        "max(CASE WHEN e.key = 'launch.round' THEN e.value END), "
-        "count(CASE WHEN e.key = 'launch.profile' THEN 1 END) > 0 "
-        "FROM run_configs c LEFT JOIN run_env e ON e.run_id = c.run_id "
-        "AND e.key IN ('launch.plan', 'launch.arm', 'launch.round', 'launch.profile') "
-        "WHERE c.run_id = ? GROUP BY ALL", [run_id]) or (None,) * 8
     fp, model, config_key, workload, plan, arm, round_, windowed = facts
     counters = launch_counters(store, run_id)
     levels = launch_levels(store, run_id)
     for found in (counters.levels, server_levels(store, run_id)):  # one table per level
         for level, values in found.items():
             levels.setdefault(level, {}).update(values)
-    judged = judged_samples(judged_counts(store, run_id, warmup))
+    judged = judged_samples(counts)
     return RunSamples(
         run_id=run_id, name=str(name), role=str(role), spec_algorithm=algo,
         profiled=bool(profiled), env=RunEnv.from_json(env_json, bool(complete)),

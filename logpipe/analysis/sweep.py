@@ -23,7 +23,7 @@ import numpy as np
 import scipy.stats as sps
 
 from logpipe.analysis.launches import MIN_LAUNCH_LINES, UNREPLICATED, judge_launches
-from logpipe.analysis.load import load_run, noise_for
+from logpipe.analysis.load import load_runs, noise_for
 from logpipe.db import StoreOrPath, using
 from logpipe.env import canonical, fingerprint
 from logpipe.errors import LogpipeError
@@ -131,7 +131,8 @@ def sweep(db: StoreOrPath, by: str, where: str | None = None, threshold: float =
 
 def _group(store: Store, key: str, members: list[tuple[str, str, str | None, str]],
            threshold: float, alpha: float) -> SweepGroup:
-    runs = {rid: load_run(store, rid) for rid, _, _, _ in members}
+    ids = [rid for rid, _, _, _ in members]
+    runs = dict(zip(ids, load_runs(store, ids), strict=True))
     strata: Counter[int] = Counter()
     for r in runs.values():
         for s, x in r.decode.items():

@@ -15,7 +15,7 @@ from logpipe.analysis.compare import judge_campaign
 from logpipe.analysis.decide import deciding_metric, metric_name
 from logpipe.analysis.judge import compare_runs
 from logpipe.analysis.launches import Noise
-from logpipe.analysis.load import load_run, noise_for
+from logpipe.analysis.load import load_runs, noise_for
 from logpipe.analysis.results import Comparison, Options, RunSamples
 from logpipe.analysis.verdicts import Verdict, VerdictCache
 from logpipe.changepoints import change_points, judge_history
@@ -54,13 +54,7 @@ def speculation_vs_baseline(store: Store, params: dict[str, Any],
     options = Options(threshold=float(params.get("threshold", 0.03)))
     cache = cache or VerdictCache()
     rows = []
-    loaded: dict[str, RunSamples] = {}
     noises: dict[tuple[str | None, str | None], dict[int, Noise]] = {}
-
-    def run(name: str) -> RunSamples:
-        if name not in loaded:
-            loaded[name] = load_run(store, name)
-        return loaded[name]
 
     def noise(run_id: str) -> dict[int, Noise]:
         fp, model = store.one("SELECT env_fingerprint, model FROM runs WHERE run_id = ?",
@@ -83,14 +77,19 @@ def speculation_vs_baseline(store: Store, params: dict[str, Any],
         for c in comparisons:
             rows.append(_arm_row(c))
         judged.update(members)
+    pairs = []
     for spec_name, base_name, spec_id, base_id in store.all(_NEAREST_BASELINE_SQL):
         if spec_id in judged:
             continue
         measured = noise(base_id)
         key = cache.key(spec_id, base_id, options, repr(sorted(measured.items())))
-        verdict = cache.get(key)
+        pairs.append((spec_name, base_name, spec_id, base_id, measured, key, cache.get(key)))
+    # the runs of the pairs judged now, loaded together (a verdict kept needs none)
+    names = list(dict.fromkeys(n for p in pairs if p[6] is None for n in (p[1], p[0])))
+    loaded: dict[str, RunSamples] = dict(zip(names, load_runs(store, names), strict=True))
+    for spec_name, base_name, spec_id, base_id, measured, key, verdict in pairs:
         if verdict is None:
-            verdict = _judge(run(base_name), run(spec_name), options, measured)
+            verdict = _judge(loaded[base_name], loaded[spec_name], options, measured)
             cache.put(key, spec_id, base_id, verdict)
         rows.append({"spec_run": spec_name, "baseline_run": base_name, "verdict": verdict[0],
                      "speedup": verdict[1], "detail": verdict[2]})

@@ -385,12 +385,11 @@ def _box(label: str, values: np.ndarray) -> dict[str, Any]:
 
 def _distributions(store: Store, runs: list[tuple[str, str]]) -> dict[str, Any]:
     from logpipe.analysis.launches import MIN_LAUNCH_LINES
-    from logpipe.analysis.load import load_run
+    from logpipe.analysis.load import load_runs
 
     traces = []
     names, medians = [], []
-    for rid, name in runs:
-        r = load_run(store, rid)
+    for (_, name), r in zip(runs, load_runs(store, [rid for rid, _ in runs]), strict=True):
         bins = _strata_bins(sorted(r.decode))
         grouped: dict[str, list[np.ndarray]] = {}
         for stratum, values in sorted(r.decode.items()):
