@@ -3,7 +3,10 @@ daylight saving), so that nothing silently assumes the ingesting host runs on UT
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -12,6 +15,12 @@ import pytest
 os.environ["TZ"] = "America/Los_Angeles"
 if hasattr(time, "tzset"):
     time.tzset()
+
+# new databases start as a copy of an empty one kept in a cache (logpipe.store.template):
+# the suite's own, not the user's, made by the first database a test process creates
+_CACHE = tempfile.mkdtemp(prefix="logpipe-test-cache-")
+os.environ["LOGPIPE_CACHE"] = _CACHE
+atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_logs"

@@ -86,3 +86,59 @@ def test_views_of_float_sums_read_the_same_from_one_query_to_the_next(sample_db:
             assert len(results) == 1, view
     finally:
         con.close()
+
+
+def _catalog(db: Path) -> list[tuple]:
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return [*con.execute(
+            "SELECT schema_name, table_name, sql FROM duckdb_tables() ORDER BY ALL").fetchall(),
+            *con.execute("SELECT schema_name, view_name, sql FROM duckdb_views() "
+                         "WHERE NOT internal ORDER BY ALL").fetchall(),
+            *con.execute("SELECT schema_name, function_name, macro_definition "
+                         "FROM duckdb_functions() WHERE function_type LIKE '%macro' "
+                         "AND NOT internal ORDER BY ALL").fetchall(),
+            *con.execute("SELECT version, name FROM logpipe_internal.schema_migrations "
+                        "ORDER BY 1").fetchall(),
+            *con.execute("SELECT engine, version, name FROM logpipe_internal.engine_migrations "
+                         "ORDER BY ALL").fetchall(),
+            *con.execute("SELECT * FROM logpipe_internal.schema_views").fetchall(),
+            *con.execute("SELECT * FROM logpipe_internal.labels ORDER BY ALL").fetchall()]
+    finally:
+        con.close()
+
+
+def test_a_new_database_is_a_copy_of_the_empty_one_kept(tmp_path: Path,
+                                                        monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The first new database is migrated and kept, empty, in the cache; the next ones are
+    copies of it, the same catalog (tables, views, macros, bookkeeping) as one migrated
+    from scratch, stamped when they were made; another schema gets its own; an unusable
+    cache leaves new databases migrated as before."""
+    from logpipe.store import template
+
+    monkeypatch.setenv("LOGPIPE_CACHE", str(tmp_path / "cache"))
+    stamps = "SELECT max(applied_at) FROM logpipe_internal.schema_migrations"
+    with Store.open(tmp_path / "first.duckdb") as first:
+        assert not first.from_template
+        made = first.one(stamps)
+    kept = template.template_path()
+    assert kept.is_file() and kept.parent == tmp_path / "cache"
+    with Store.open(tmp_path / "second.duckdb") as second:
+        assert second.from_template
+        assert second.migrate() == []  # (nothing left to apply)
+        assert second.one("SELECT min(applied_at) FROM logpipe_internal.schema_migrations"
+                          ) > made  # (when it was made, not when its template was)
+    assert _catalog(tmp_path / "second.duckdb") == _catalog(tmp_path / "first.duckdb")
+    (tmp_path / "not-a-folder").write_text("")  # (a cache that cannot be made)
+    monkeypatch.setenv("LOGPIPE_CACHE", str(tmp_path / "not-a-folder"))
+    with Store.open(tmp_path / "third.duckdb") as third:
+        assert not third.from_template
+    assert _catalog(tmp_path / "third.duckdb") == _catalog(tmp_path / "first.duckdb")
+    monkeypatch.setenv("LOGPIPE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(template, "schema_key", lambda: "another-schema")
+    with Store.open(tmp_path / "fourth.duckdb") as fourth:
+        assert not fourth.from_template  # (made from scratch, and kept as that schema's)
+    assert (tmp_path / "cache" / "empty-another-schema.duckdb").is_file()
+    assert kept.is_file()

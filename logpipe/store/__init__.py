@@ -36,7 +36,7 @@ import duckdb
 
 from logpipe.errors import DatabaseError, QueryError
 from logpipe.resources import schemas_dir
-from logpipe.store import connection
+from logpipe.store import connection, template
 from logpipe.store.connection import Connection, default_db, lock_wait_s, readers_waiting
 from logpipe.store.runs import PROFILED_SQL, RunRows
 from logpipe.store.schema import (
@@ -87,12 +87,30 @@ class Store(RunRows):
         if read_only and not Path(path).exists():
             raise DatabaseError("database does not exist", path=path,
                                 hint="run `logpipe ingest PATH` first, or pass --db")
+        new = not read_only and not Path(path).exists()
+        copied = new and template.copy_to(path)  # (an empty database of this schema)
         con = connection.connect(path, read_only)
         con.execute("SET enable_progress_bar = false")
         store = cls(con, path, read_only)
+        store.from_template = copied
         if not read_only:
-            store.migrate()
+            applied = store.migrate()
+            if copied:  # (the copy's bookkeeping says when this database was made)
+                store._stamp_migrations()
+            elif new and applied:
+                template.keep(con, path)
         return store
+
+    from_template = False
+    """Whether the database was made by this open as a copy of the empty one kept
+    (:mod:`logpipe.store.template`)."""
+
+    def _stamp_migrations(self) -> None:
+        self.con.execute(f"UPDATE {self._bookkeeping('schema_migrations')} "
+                         "SET applied_at = now()")
+        if self.one("SELECT 1 FROM duckdb_tables() WHERE schema_name = ? AND table_name = "
+                    "'engine_migrations'", [INTERNAL]):
+            self.con.execute(f"UPDATE {INTERNAL}.engine_migrations SET applied_at = now()")
 
     @classmethod
     def in_memory(cls, path: str | Path) -> Store:
