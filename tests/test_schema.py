@@ -115,7 +115,7 @@ def test_a_new_database_is_a_copy_of_the_empty_one_kept(tmp_path: Path,
     """The first new database is migrated and kept, empty, in the cache; the next ones are
     copies of it, the same catalog (tables, views, macros, bookkeeping) as one migrated
     from scratch, stamped when they were made; another schema gets its own; an unusable
-    cache leaves new databases migrated as before."""
+    cache leaves new databases migrated as before, and a damaged template is made again."""
     from logpipe.store import template
 
     monkeypatch.setenv("LOGPIPE_CACHE", str(tmp_path / "cache"))
@@ -142,3 +142,11 @@ def test_a_new_database_is_a_copy_of_the_empty_one_kept(tmp_path: Path,
         assert not fourth.from_template  # (made from scratch, and kept as that schema's)
     assert (tmp_path / "cache" / "empty-another-schema.duckdb").is_file()
     assert kept.is_file()
+    damaged = template.template_path()  # (that schema's: made from scratch, kept again)
+    damaged.write_bytes(b"not a database")
+    with Store.open(tmp_path / "fifth.duckdb") as fifth:
+        assert not fifth.from_template
+    assert _catalog(tmp_path / "fifth.duckdb") == _catalog(tmp_path / "first.duckdb")
+    assert damaged.read_bytes() != b"not a database"
+    with Store.open(tmp_path / "sixth.duckdb") as sixth:
+        assert sixth.from_template

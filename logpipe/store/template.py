@@ -10,6 +10,7 @@ migrated as before."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -86,3 +87,10 @@ def keep(con: duckdb.DuckDBPyConnection, path: str) -> None:
             old.unlink(missing_ok=True)
     except (OSError, duckdb.Error):
         pass  # (no template: the next new database is migrated, as this one was)
+
+
+def discard(path: str) -> None:
+    """A copy that DuckDB could not open: it goes, with the template it came from."""
+    for p in (Path(path), Path(path + ".wal"), template_path()):
+        with contextlib.suppress(OSError):
+            p.unlink(missing_ok=True)
