@@ -112,41 +112,68 @@ def _catalog(db: Path) -> list[tuple]:
 
 def test_a_new_database_is_a_copy_of_the_empty_one_kept(tmp_path: Path,
                                                         monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """The first new database is migrated and kept, empty, in the cache; the next ones are
-    copies of it, the same catalog (tables, views, macros, bookkeeping) as one migrated
-    from scratch, stamped when they were made; another schema gets its own; an unusable
-    cache leaves new databases migrated as before, and a damaged template is made again."""
+    """A new database is a copy of an empty one made once in the cache: the same catalog
+    (tables, views, macros, bookkeeping) as one migrated from scratch, stamped when it was
+    made; another schema gets its own; an unusable cache leaves new databases migrated as
+    before, and a damaged template goes and is made again."""
     from logpipe.store import template
 
+    monkeypatch.setenv("LOGPIPE_CACHE", str(tmp_path / "not-a-folder"))
+    (tmp_path / "not-a-folder").write_text("")  # (a cache that cannot be made)
+    with Store.open(tmp_path / "scratch.duckdb") as scratch:
+        assert not scratch.from_template
+        made = scratch.one("SELECT max(applied_at) FROM logpipe_internal.schema_migrations")
+    want = _catalog(tmp_path / "scratch.duckdb")
     monkeypatch.setenv("LOGPIPE_CACHE", str(tmp_path / "cache"))
-    stamps = "SELECT max(applied_at) FROM logpipe_internal.schema_migrations"
-    with Store.open(tmp_path / "first.duckdb") as first:
-        assert not first.from_template
-        made = first.one(stamps)
+    for name in ("first", "second"):
+        with Store.open(tmp_path / f"{name}.duckdb") as store:
+            assert store.from_template, name
+            assert store.migrate() == []  # (nothing left to apply)
+            assert store.one("SELECT min(applied_at) FROM logpipe_internal.schema_migrations"
+                             ) > made  # (when it was made, not when its template was)
+        assert _catalog(tmp_path / f"{name}.duckdb") == want, name
     kept = template.template_path()
     assert kept.is_file() and kept.parent == tmp_path / "cache"
-    with Store.open(tmp_path / "second.duckdb") as second:
-        assert second.from_template
-        assert second.migrate() == []  # (nothing left to apply)
-        assert second.one("SELECT min(applied_at) FROM logpipe_internal.schema_migrations"
-                          ) > made  # (when it was made, not when its template was)
-    assert _catalog(tmp_path / "second.duckdb") == _catalog(tmp_path / "first.duckdb")
-    (tmp_path / "not-a-folder").write_text("")  # (a cache that cannot be made)
-    monkeypatch.setenv("LOGPIPE_CACHE", str(tmp_path / "not-a-folder"))
-    with Store.open(tmp_path / "third.duckdb") as third:
-        assert not third.from_template
-    assert _catalog(tmp_path / "third.duckdb") == _catalog(tmp_path / "first.duckdb")
-    monkeypatch.setenv("LOGPIPE_CACHE", str(tmp_path / "cache"))
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [kept.name]  # (no leftovers)
     monkeypatch.setattr(template, "schema_key", lambda: "another-schema")
-    with Store.open(tmp_path / "fourth.duckdb") as fourth:
-        assert not fourth.from_template  # (made from scratch, and kept as that schema's)
-    assert (tmp_path / "cache" / "empty-another-schema.duckdb").is_file()
-    assert kept.is_file()
-    damaged = template.template_path()  # (that schema's: made from scratch, kept again)
+    with Store.open(tmp_path / "third.duckdb") as third:
+        assert third.from_template
+    damaged = template.template_path()
+    assert damaged.name == "empty-another-schema.duckdb" and kept.is_file()
     damaged.write_bytes(b"not a database")
+    with Store.open(tmp_path / "fourth.duckdb") as fourth:
+        assert not fourth.from_template  # (migrated from scratch)
+    assert _catalog(tmp_path / "fourth.duckdb") == want
+    assert not damaged.exists()
     with Store.open(tmp_path / "fifth.duckdb") as fifth:
-        assert not fifth.from_template
-    assert _catalog(tmp_path / "fifth.duckdb") == _catalog(tmp_path / "first.duckdb")
-    assert damaged.read_bytes() != b"not a database"
-    with Store.open(tmp_path / "sixth.duckdb") as sixth:
-        assert sixth.from_template
+        assert fifth.from_template
+    assert not list(tmp_path.glob(".*.tmp*"))
+
+
+def test_two_processes_making_one_new_database_both_write_into_it(tmp_path: Path) -> None:
+    """Two ingests into one new database, the template not made yet: the second waits for
+    the first and both files' rows are there (a template copied out of the database in use
+    dropped DuckDB's lock on it, and the second wrote beside the first)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import SAMPLES
+
+    db = tmp_path / "new.duckdb"
+    env = {**os.environ, "LOGPIPE_LOCK_WAIT": "120", "LOGPIPE_CACHE": str(tmp_path / "c")}
+    procs = [subprocess.Popen([sys.executable, "-m", "logpipe.cli", "ingest",
+                               str(SAMPLES / "real-cpu" / d), "--db", str(db)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=env)
+             for d in ("real-cpu-baseline-r1", "real-cpu-baseline-r2")]
+    outs = [p.communicate(timeout=180) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        names = {n for (n,) in con.execute("SELECT name FROM runs").fetchall()}
+    finally:
+        con.close()
+    assert names == {"real-cpu-baseline-r1", "real-cpu-baseline-r2"}

@@ -88,29 +88,26 @@ class Store(RunRows):
             raise DatabaseError("database does not exist", path=path,
                                 hint="run `logpipe ingest PATH` first, or pass --db")
         new = not read_only and not Path(path).exists()
-        if new and template.copy_to(path):  # (an empty database of this schema)
-            copy: duckdb.DuckDBPyConnection | None = None
-            try:
-                copy = connection.connect(path, False)
-                copy.execute("SET enable_progress_bar = false")
-                store = cls(copy, path, False)
-                store.migrate()  # (nothing to apply)
-                store._stamp_migrations()  # (its bookkeeping says when it was made)
-                store.from_template = True
-                return store
-            except (DatabaseError, duckdb.Error):  # a damaged template: made from scratch
-                if copy is not None:
-                    with contextlib.suppress(duckdb.Error):
-                        copy.close()
-                template.discard(path)
+        copied = new and template.copy_to(path, cls._make_empty)  # (an empty database)
         con = connection.connect(path, read_only)
         con.execute("SET enable_progress_bar = false")
         store = cls(con, path, read_only)
+        store.from_template = copied
         if not read_only:
-            applied = store.migrate()
-            if new and applied:
-                template.keep(con, path)
+            store.migrate()
+            if copied:  # (the copy's bookkeeping says when this database was made)
+                store._stamp_migrations()
         return store
+
+    @classmethod
+    def _make_empty(cls, path: str) -> None:
+        """A new database at ``path``, migrated and closed (:mod:`.template`'s)."""
+        store = cls(connection.connect(path, False), path, False)
+        try:
+            store.migrate()
+            store.con.execute("CHECKPOINT")
+        finally:
+            store.close()
 
     from_template = False
     """Whether the database was made by this open as a copy of the empty one kept
