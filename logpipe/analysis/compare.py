@@ -24,7 +24,8 @@ candidate (each against the first run, the reference).  The order of judgement i
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from logpipe.analysis import client as clients
 from logpipe.analysis.decide import primary_metric
@@ -57,8 +58,7 @@ def compare(db: StoreOrPath, refs: Sequence[str], options: Options = DEFAULTS) -
     launches given as a comma-separated list)."""
     arms = arm_refs(refs)
     with using(db, read_only=True) as store:
-        every = iter(load_runs(store, [r for arm in arms for r in arm], options.warmup))
-        loaded = [[next(every) for _ in arm] for arm in arms]
+        loaded = list(_load_arms(store, dict(enumerate(arms)), options.warmup).values())
         _distinct(loaded)
         noise = environment_noise(store, loaded[0][0], loaded)
     return [compare_arms(loaded[0], cand, options, noise.server, client_noise=noise.client,
@@ -116,8 +116,8 @@ def campaign_arms(store: Store, plan: str, warmup: Warmup = NO_WARMUP
     return base, loaded
 
 
-def _load_arms(store: Store, arms: dict[str, list[str]], warmup: Warmup
-               ) -> dict[str, list[RunSamples]]:
+def _load_arms(store: Store, arms: Mapping[Any, Sequence[str]], warmup: Warmup
+               ) -> dict[Any, list[RunSamples]]:
     """Each arm's launches loaded (all of them together: :func:`load_runs`)."""
     every = iter(load_runs(store, [rid for ids in arms.values() for rid in ids], warmup))
     return {arm: [next(every) for _ in ids] for arm, ids in arms.items()}

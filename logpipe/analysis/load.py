@@ -53,16 +53,14 @@ def judged_counts_of_runs(store: Store, run_ids: Sequence[str],
         return {r: count_lines(steady_lines(store, r, warmup, JUDGED)) for r in run_ids}
     kept = summaries.kept_of(store, list(run_ids))
     out: dict[str, Counts] = {r: [] for r in run_ids}
-    if kept:
+    # (judged_counts_of(NULL, ids): the kept rows of ids; (id, NULL): one run's, counted now)
+    statements = ([[None, sorted(kept)]] if kept else []) + [[r, None] for r in run_ids
+                                                             if r not in kept]
+    for params in statements:
         for rid, a, b, c, d, n in store.all(
                 "SELECT run_id, series, stratum, value, label, n FROM judged_counts_of(?, ?)",
-                [None, sorted(kept)]):
+                params):
             out[str(rid)].append((str(a), b, c, d, int(n)))
-    for r in run_ids:
-        if r not in kept:
-            out[r] = [(str(a), b, c, d, int(n)) for a, b, c, d, n in store.all(
-                "SELECT series, stratum, value, label, n FROM judged_counts_of(?, ?)",
-                [r, None])]
     return out
 
 
