@@ -327,3 +327,44 @@ def test_the_overlap_sweep_finds_what_the_pairs_find() -> None:
         pool = [r for r in spans if rnd.random() < 0.7]
         pairs = {n for n, a, b in spans for m, c, d in pool if m != n and c <= b and d >= a}
         assert _overlapping(spans, pool) == pairs
+
+
+def test_a_copy_of_a_log_whose_ranks_print_the_same_events_is_a_copy(tmp_path: Path) -> None:
+    """Every rank of a TP/DP server prints its start-up events in the same second with its
+    own tag (``DP0 TP0 EP0``, ``DP1 TP1 EP1``): the event rows of the two ranks say the
+    same (an event keeps no rank).  A copy of such a log (``cp`` and a note on top) is
+    still a copy: each of its lines is one of the original's, whichever rank's."""
+    lines = []
+    for line in (SAMPLES / "eras" / "v0.5.1.log").read_text().splitlines():
+        if "DP1 TP1 EP1] " in line and "batch." not in line:
+            lines.append(line.replace("DP1 TP1 EP1] ", "DP0 TP0 EP0] "))
+        lines.append(line)
+    text = "\n".join(lines) + "\n"
+    assert text.count("DP0 TP0 EP0] KV Cache is allocated") == 1
+    (tmp_path / "server.log").write_text(text)
+    (tmp_path / "server.log.bak").write_text("kept before the rerun\n" + text)
+    db = tmp_path / "db.duckdb"
+    result = ingest_paths([tmp_path], db)
+    assert [(Path(c.path).name, Path(c.of).name) for c in result.copies] == [
+        ("server.log.bak", "server.log")]
+    assert query(db, "SELECT DISTINCT source_path FROM runs") == [(str(tmp_path / "server.log"),)]
+    events = query(db, "SELECT count(*) FROM events WHERE source_path LIKE '%server.log'")
+    assert events[0][0] > 10
+
+
+def test_a_log_repeating_a_line_more_often_than_the_original_is_not_a_copy(tmp_path: Path
+                                                                         ) -> None:
+    """Each line of a copy is a line of the original as often as it is in the copy: a
+    driver log that holds one of the server's decode lines twice (a retried tail) holds
+    a record the server printed once, and keeps its run."""
+    shutil.copy(GPU_RUN / "server.log", tmp_path / "server-plain.log")
+    decode = [line for line in (GPU_RUN / "server.log").read_text().splitlines()
+              if "Decode batch" in line]
+    (tmp_path / "run.log").write_text("== driver\n" + "\n".join(decode[:5] + decode[4:5])
+                                      + "\n== done\n")
+    db = tmp_path / "db.duckdb"
+    assert not ingest_paths([tmp_path], db).copies
+    assert query(db, "SELECT count(DISTINCT source_path) FROM runs") == [(2,)]
+    (tmp_path / "run.log").write_text("== driver\n" + "\n".join(decode[:6]) + "\n== done\n")
+    again = tmp_path / "again.duckdb"
+    assert [Path(c.path).name for c in ingest_paths([tmp_path], again).copies] == ["run.log"]

@@ -7,12 +7,13 @@ in ``sources`` (``copy_lines``, ``copy_of``), and the original keeps the records
 from __future__ import annotations
 
 import re
+from array import array
 from bisect import bisect_right
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from logpipe.readers import lines_at
+from logpipe.readers import line_hashes, lines_at
 from logpipe.store import Store
 
 COMPARED = {
@@ -36,39 +37,60 @@ class Copy:
     lines: int
 
 
+COPIES_MEMORY = "256MB"
+"""DuckDB's memory while the lines of suspected copies are compared (at most: a lower
+``LOGPIPE_DUCKDB_MEMORY`` stays): a copy of a 256 MB log is over a million lines."""
+
+
 def take_back_copies(store: Store, paths: list[str]) -> list[Copy]:
     """For each server log in ``paths`` (read now and holding runs), whether it is a copy
     of another file in the database; a copy's runs are taken back.  Of two files that hold
     the same records, the one with fewer records, then the one with more other lines (the
-    driver's own output), then the later path, is the copy."""
+    driver's own output), then the later path, is the copy.  The likeliest copies are
+    tested first: once taken back, they are no candidates for the files they copy."""
     found: list[Copy] = []
-    for path in _suspects(store, paths):
-        mine = _records(store, path)
-        if not mine or _count(
-                store, "SELECT count(*) FROM runs WHERE source_path = ? AND started_at IS NULL",
-                [path]):
-            continue  # no records, or records without a date: nothing to tell a copy by
-        candidates = _candidates(store, path)
-        of: list[str] = []
-        for other in candidates:
-            # cheapest test first: the record counts, then the timestamps alone, then
-            # every column, then the bytes
-            if _is_the_copy(store, path, other, mine) and _all_repeat(store, path, [other]) \
-                    and _same_bytes(store, path, [other]):
-                of = [other]
-                break
-        if not of and len(candidates) > 1 and _all_repeat(store, path, candidates):
-            # a driver that tailed several servers: every record line repeats a line of one
-            # of them (it is a copy of each it repeats)
-            of = _same_bytes(store, path, candidates, several=True)
-        if of:
-            runs = [r for (r,) in store.all("SELECT run_id FROM runs WHERE source_path = ?",
-                                            [path])]
-            lines = store.unmake_runs(runs)
-            store.con.execute("UPDATE sources SET copy_lines = ?, copy_of = ? "
-                              "WHERE path = ?", [len(lines), ", ".join(of), path])
-            found.append(Copy(path, ", ".join(of), len(lines)))
-    return found
+    hashes = _Hashes()
+    with store.memory_bound(COPIES_MEMORY):
+        suspects = _suspects(store, paths)
+        for path in _copies_first(store, suspects):
+            mine = _records(store, path)
+            if not mine or _count(
+                    store, "SELECT count(*) FROM runs WHERE source_path = ? "
+                    "AND started_at IS NULL", [path]):
+                continue  # no records, or records without a date: nothing to tell a copy by
+            candidates = _candidates(store, path)
+            of: list[str] = []
+            for other in candidates:
+                # cheapest test first: the record counts, then the timestamps alone, then
+                # every line by its bytes and timestamp
+                if _is_the_copy(store, path, other, mine) \
+                        and _stamps_repeat(store, path, [other]) \
+                        and _same_lines(store, path, [other], hashes):
+                    of = [other]
+                    break
+            if not of and len(candidates) > 1 and _stamps_repeat(store, path, candidates):
+                # a driver that tailed several servers: every record line repeats a line of
+                # one of them (it is a copy of each it repeats)
+                of = _same_lines(store, path, candidates, hashes, several=True)
+            if of:
+                runs = [r for (r,) in store.all("SELECT run_id FROM runs WHERE source_path = ?",
+                                                [path])]
+                lines = store.unmake_runs(runs)
+                store.con.execute("UPDATE sources SET copy_lines = ?, copy_of = ? "
+                                  "WHERE path = ?", [len(lines), ", ".join(of), path])
+                found.append(Copy(path, ", ".join(of), len(lines)))
+    order = {p: i for i, p in enumerate(suspects)}
+    return sorted(found, key=lambda c: order[c.path])
+
+
+def _copies_first(store: Store, paths: list[str]) -> list[str]:
+    """``paths`` in the order :func:`_is_the_copy` ranks copies: fewer records, then more
+    other lines, then the later path first."""
+    noise = {str(p): int(n) for p, n in store.all(
+        "SELECT path, coalesce(noise_lines, 0) FROM sources WHERE path IN (SELECT unnest(?))",
+        [paths])}
+    records = {p: _records(store, p) for p in paths}
+    return sorted(sorted(paths, reverse=True), key=lambda p: (records[p], -noise.get(p, 0)))
 
 
 def _table(name: str) -> str:
@@ -76,8 +98,9 @@ def _table(name: str) -> str:
 
 
 def _suspects(store: Store, paths: list[str]) -> list[str]:
-    """Of ``paths``, those that can be copies: they hold records and each of them has an
-    equal row (every compared column) in another file.  One query per table for all the
+    """Of ``paths``, those that can be copies: they hold records and each of the first
+    :data:`_FIRST_LINES` lines' has an equal row (every compared column) in another
+    file.  One query per table for all the
     files of an ingest, whatever their number: a folder of thousands of logs of one day
     all overlap in time, and comparing each with every other one is quadratic.  A file
     one of whose records is nowhere else is no copy of any file or files (the tests
@@ -98,18 +121,42 @@ def _suspects(store: Store, paths: list[str]) -> list[str]:
     if not ids:
         return []
     others = sorted(_overlapping(spans, [r for r in spans if r[0] in ids]))
+    # the first lines of each file alone: a file that is no copy shows it there (the
+    # tests of each suspect, :func:`take_back_copies`, read every line), and the other
+    # files' rows are read only at those lines' timestamps
+    held, unmatched = _repeated(store, list(ids), others, _FIRST_LINES)
+    return [p for sid, p in ids.items() if held.get(sid, 0) and not unmatched.get(sid, 0)]
+
+
+_FIRST_LINES = 5_000
+"""Lines from a file's first record that :func:`_suspects` tests before all of them."""
+
+
+def _repeated(store: Store, ids: list[int], others: list[int], first: int | None = None
+              ) -> tuple[dict[int, int], dict[int, int]]:
+    """Of the files ``ids``, the record rows (of the lines up to ``first`` after each
+    one's first record, or all) and how many of them have no equal row (every compared
+    column) in another file of ``others``."""
     held: dict[int, int] = {}
     unmatched: dict[int, int] = {}
     for table, cols in COMPARED.items():
         same = " AND ".join(f"o.{c} IS NOT DISTINCT FROM n.{c}" for c in cols)
+        mine = f"SELECT * FROM {_table(table)} WHERE source_id IN (SELECT unnest($1))"
+        if first is not None:
+            mine = (f"SELECT t.* FROM {_table(table)} t JOIN (SELECT source_id, "
+                    f"min(line_no) + {int(first)} AS upto FROM ({mine}) GROUP BY 1) m "
+                    "USING (source_id) WHERE t.line_no < m.upto")
         for sid, rows, alone in store.all(
-                f"SELECT n.source_id, count(*), count(*) FILTER (WHERE NOT EXISTS ("
-                f"SELECT 1 FROM {_table(table)} o WHERE {same} AND o.source_id <> n.source_id"
-                f" AND o.source_id IN (SELECT unnest($2)))) FROM {_table(table)} n "
-                "WHERE n.source_id IN (SELECT unnest($1)) GROUP BY 1", [list(ids), others]):
+                f"WITH n AS MATERIALIZED ({mine}), o AS (SELECT * FROM {_table(table)} o "
+                "WHERE o.source_id IN (SELECT unnest($2)) "
+                "AND o.ts IN (SELECT DISTINCT ts FROM n WHERE ts IS NOT NULL) "
+                "OR o.ts IS NULL AND o.source_id IN (SELECT unnest($2))) "
+                "SELECT n.source_id, count(*), count(*) FILTER (WHERE NOT EXISTS ("
+                f"SELECT 1 FROM o WHERE {same} AND o.source_id <> n.source_id)) FROM n "
+                "GROUP BY 1", [ids, others]):
             held[sid] = held.get(sid, 0) + int(rows)
             unmatched[sid] = unmatched.get(sid, 0) + int(alone)
-    return [p for sid, p in ids.items() if held.get(sid, 0) and not unmatched.get(sid, 0)]
+    return held, unmatched
 
 
 def _overlapping(spans: list[tuple[int, Any, Any]], pool: list[tuple[int, Any, Any]]
@@ -164,18 +211,15 @@ def _candidates(store: Store, path: str) -> list[str]:
         "ORDER BY 1", [path, path])]
 
 
-def _all_repeat(store: Store, path: str, others: list[str]) -> bool:
-    """Every record row of ``path`` is a row of one of ``others`` (timestamps first)."""
+def _stamps_repeat(store: Store, path: str, others: list[str]) -> bool:
+    """Every record row's timestamp of ``path`` is one of a row of ``others`` of the same
+    table, as many times (cheap: it leaves out most files that are no copy before their
+    lines are read)."""
     ids = [store.source_id(path), [store.source_id(o) for o in others]]
     stamps = [f"(SELECT count(*) FROM (SELECT ts FROM {_table(t)} WHERE source_id = $1 "
               f"EXCEPT ALL SELECT ts FROM {_table(t)} WHERE list_contains($2, source_id)))"
               for t in COMPARED]
-    if _count(store, "SELECT " + " + ".join(stamps), ids):
-        return False
-    left = [f"(SELECT count(*) FROM (SELECT {', '.join(cols)} FROM {_table(t)} "
-            f"WHERE source_id = $1 EXCEPT ALL SELECT {', '.join(cols)} FROM {_table(t)} "
-            "WHERE list_contains($2, source_id)))" for t, cols in COMPARED.items()]
-    return not _count(store, "SELECT " + " + ".join(left), ids)
+    return not _count(store, "SELECT " + " + ".join(stamps), ids)
 
 
 def _is_the_copy(store: Store, path: str, other: str, mine: int) -> bool:
@@ -203,35 +247,140 @@ def _relay_prefix(mine: bytes, theirs: bytes) -> bytes | None:
     return None
 
 
-def _same_bytes(store: Store, path: str, others: list[str], several: bool = False) -> Any:
-    """Each record line of ``path`` is, byte for byte, a line of ``other`` that says the
-    same, or every one (two or more) is its line behind one constant relay tag (a driver
-    relaying the server's output as ``[srv] ...``).  A log wrapped another
-    way, by docker or journald (a prefix that changes from line to line), or indented or
-    tagged by Ray, is the same log in another wrapper: not a copy."""
-    matched: dict[int, tuple[str, int]] = {}
-    for other in others:
-        for table, cols in COMPARED.items():
-            on = " AND ".join(f"c.{c} IS NOT DISTINCT FROM o.{c}" for c in cols)
-            for a, b in store.all(
-                    f"SELECT c.line_no, min(o.line_no) FROM {_table(table)} c "
-                    f"JOIN {_table(table)} o ON {on} WHERE c.source_id = ? "
-                    "AND o.source_id = ? GROUP BY 1",
-                    [store.source_id(path), store.source_id(other)]):
-                matched.setdefault(int(a), (other, int(b)))
-    mine = lines_at(Path(path), set(matched))  # a CRLF copy is another file
-    theirs = {o: lines_at(Path(o), {b for oo, b in matched.values() if oo == o})
-              for o in others}
-    pairs = {a: (mine.get(a), theirs[o].get(b)) for a, (o, b) in matched.items()}
-    used = sorted({o for o, _ in matched.values()})
-    if not pairs or any(x is None or y is None for x, y in pairs.values()):
-        return [] if several else False
-    if several and len(used) < 2:
-        return []  # one file: the single-file test above decides
-    if all(x == y for x, y in pairs.values()):
-        return used if several else True
-    prefixes = {_relay_prefix(x, y) for x, y in pairs.values()}  # type: ignore[arg-type]
-    (prefix,) = prefixes if len(prefixes) == 1 else (None,)
-    relay = prefix is not None and len(pairs) > 1 and bool(RELAY_TAG.fullmatch(prefix))
-    return (used if relay else []) if several else relay
+def _same_lines(store: Store, path: str, others: list[str], hashes: _Hashes,
+                several: bool = False) -> Any:
+    """Every record line of ``path`` is, byte for byte and with its timestamp (a time
+    without a date takes it from the lines before), a record line of the same table in
+    ``others``, as many times as it is in ``path``; or every one (two or more) is such a
+    line behind one constant relay tag (a driver relaying the server's output as
+    ``[srv] ...``).  Equal lines parse to equal rows, so each record of ``path`` is a
+    record of ``others``.  A log wrapped another way, by docker or journald (a prefix
+    that changes from line to line), or indented or tagged by Ray, is the same log in
+    another wrapper: not a copy.
 
+    Lines are compared by hash in the database, never held in Python: a copy of a
+    256 MB log has over a million record lines.  Returns whether it is a copy of
+    ``others[0]``, or (``several``) the files it repeats, two or more."""
+    tags = _relay_tags(store, path, others)
+    if _records(store, path) < 2:
+        tags = tags[:1]  # one line behind a tag tells no relay
+    mine = hashes.table([path], tags)
+    theirs = hashes.table(others, (b"",))
+    if mine is None or theirs is None:
+        return [] if several else False
+    con = store.con
+    con.register("_copy_lines", mine)
+    con.register("_their_lines", theirs)
+    try:
+        for k in range(len(tags)):
+            unmatched, used = _unmatched(store, path, others, f"h{k}")
+            if unmatched:
+                continue
+            if not several:
+                return True
+            if len(used) >= 2:
+                return used
+            # one file: the single-file test decides
+    finally:
+        con.unregister("_copy_lines")
+        con.unregister("_their_lines")
+    return [] if several else False
+
+
+_SAMPLE = 64
+"""Record lines of a suspected copy read to find the relay tag in front of its lines."""
+
+
+def _relay_tags(store: Store, path: str, others: list[str]) -> tuple[bytes, ...]:
+    """The prefixes to take off ``path``'s lines before comparing: none (b""), and the
+    relay tags its first record lines carry in front of lines of ``others`` that say the
+    same (batch lines first: their rank columns make the pairing exact, where an event
+    printed by every rank says the same on each)."""
+    ids = [store.source_id(o) for o in others]
+    pairs: list[tuple[int, str, int]] = []
+    for table, cols in COMPARED.items():
+        on = " AND ".join(f"c.{c} IS NOT DISTINCT FROM o.{c}" for c in cols)
+        pairs += [(int(a), others[ids.index(sid)], int(b)) for a, sid, b in store.all(
+            "SELECT c.line_no, arg_min(o.source_id, o.line_no), min(o.line_no) "
+            f"FROM (SELECT * FROM {_table(table)} WHERE source_id = ? "
+            f"ORDER BY line_no LIMIT {_SAMPLE}) c JOIN {_table(table)} o ON {on} "
+            "WHERE list_contains(?, o.source_id) GROUP BY 1",
+            [store.source_id(path), ids])]
+        if pairs:
+            break
+    mine = lines_at(Path(path), {a for a, _, _ in pairs})
+    theirs = {o: lines_at(Path(o), {b for _, oo, b in pairs if oo == o}) for o in others}
+    tags = [b""]
+    for a, o, b in pairs:
+        x, y = mine.get(a), theirs[o].get(b)
+        tag = _relay_prefix(x, y) if x is not None and y is not None else None
+        if tag is not None and tag not in tags and RELAY_TAG.fullmatch(tag):
+            tags.append(tag)
+    return tuple(tags)
+
+
+class _Hashes:
+    """The line hashes of the files an ingest compares, each file read once for all the
+    copies it is compared with (up to :attr:`KEEP` lines kept)."""
+
+    KEEP = 16_000_000
+
+    def __init__(self) -> None:
+        self._kept: dict[tuple[str, tuple[bytes, ...]], list[array[int]]] = {}
+
+    def of(self, path: str, cuts: tuple[bytes, ...]) -> list[array[int]] | None:
+        key = (path, cuts)
+        if key not in self._kept:
+            hashes = line_hashes(Path(path), cuts)
+            if hashes is None:
+                return None
+            if sum(len(h[0]) for h in self._kept.values()) + len(hashes[0]) > self.KEEP:
+                self._kept.clear()
+            self._kept[key] = hashes
+        return self._kept[key]
+
+    def table(self, paths: list[str], cuts: tuple[bytes, ...]) -> Any:
+        """An Arrow table of every line of ``paths``: its file's position in ``paths``
+        (``file``, from 1), ``line_no``, and ``h0``, ``h1``... its hash with each of
+        ``cuts`` taken off (:func:`logpipe.readers.line_hashes`); None if a file cannot
+        be read."""
+        import polars as pl
+
+        frames = []
+        for pos, p in enumerate(paths, 1):
+            hashes = self.of(p, cuts)
+            if hashes is None:
+                return None
+            n = len(hashes[0])
+            frames.append(pl.DataFrame({
+                "file": pl.repeat(pos, n, dtype=pl.Int64, eager=True),
+                "line_no": pl.int_range(1, n + 1, dtype=pl.Int64, eager=True),
+                **{f"h{k}": pl.Series(h, dtype=pl.Int64) for k, h in enumerate(hashes)}}))
+        return pl.concat(frames).to_arrow()
+
+
+def _unmatched(store: Store, path: str, others: list[str], h: str) -> tuple[int, list[str]]:
+    """How many record lines of ``path`` (by their hash ``h`` in ``_copy_lines`` and
+    their timestamp) are not record lines of ``others`` of the same table
+    (``_their_lines``), counting a line as often as it is there; and the files they are
+    in (each counted for the first of ``others`` it is in).  Both sides are counted by
+    hash first: a log without dates repeats lines by the thousand, and a join of them
+    with each other would be quadratic."""
+    unmatched = 0
+    first: set[int] = set()
+    ids = [store.source_id(o) for o in others]
+    for name in COMPARED:
+        for missing, pos in store.all(
+                "SELECT sum(greatest(c.n - coalesce(o.n, 0), 0)), o.pos FROM ("
+                f"SELECT l.{h} AS h, t.ts, count(*) AS n FROM _copy_lines l "
+                f"JOIN {_table(name)} t ON t.source_id = $1 AND t.line_no = l.line_no "
+                "GROUP BY ALL) c LEFT JOIN ("
+                "SELECT l.h0 AS h, t.ts, count(*) AS n, min(l.file) AS pos "
+                f"FROM _their_lines l JOIN {_table(name)} t "
+                "ON t.source_id = $2[l.file] AND t.line_no = l.line_no GROUP BY 1, 2) o "
+                "ON c.h = o.h AND c.ts IS NOT DISTINCT FROM o.ts GROUP BY 2",
+                [store.source_id(path), ids]):
+            unmatched += int(missing or 0)
+            if pos is not None:
+                first.add(int(pos) - 1)
+    return unmatched, [others[i] for i in sorted(first)]
