@@ -132,8 +132,7 @@ def counts_of(run_ids: list[str], big: set[str] | None = None
     one_by_one = [r for r in run_ids if r in big]
     many: list[tuple[str, list[object]]] = []
     if len(rest) > _ONE_BY_ONE:
-        many = [(f"SELECT run_id, {cols} FROM run_judged_counts(NULL) "
-                 "WHERE run_id IN (SELECT unnest(?))", [rest])]
+        many = [(f"SELECT run_id, {cols} FROM run_judged_counts_in(NULL, ?)", [rest])]
     else:
         one_by_one = run_ids
     return many + [(f"SELECT run_id, {cols} FROM run_judged_counts(?)", [r])

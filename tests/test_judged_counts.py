@@ -71,7 +71,7 @@ def test_big_runs_classified_one_by_one_keep_the_counts_of_one_pass(
             [r for (r,) in store.all("SELECT run_id FROM runs")],
             {r for (r,) in store.all("SELECT run_id FROM logpipe_internal.batches GROUP BY 1 "
                                      "HAVING count(*) >= ?", [summaries.BIG_RUN_LINES])})
-        assert len(statements) > 10 and "IN (SELECT unnest" in statements[0][0]
+        assert len(statements) > 10 and "run_judged_counts_in(NULL, ?)" in statements[0][0]
         store.con.execute("DELETE FROM logpipe_internal.run_summary_cache")
         assert summaries.refresh(store) > 10
         kept = _rows(store, f"SELECT {COLS} FROM logpipe_internal.run_judged_cache")

@@ -144,9 +144,10 @@ class Engine:
     """``module:folder`` of its numbered ``*.sql`` migrations, applied after the core's and
     recorded per engine in ``logpipe_internal.engine_migrations``."""
     samples_sql: str | None = None
-    """``module:file`` of its fragment of the neutral ``run_samples(rid)`` macro: a
-    ``SELECT`` of :data:`logpipe.store.SAMPLE_COLUMNS` from its tables, for run ``rid``
-    (NULL: every run)."""
+    """``module:file`` of its fragment of the neutral ``run_samples_in(rid, ids)`` macro:
+    a ``SELECT`` of :data:`logpipe.store.SAMPLE_COLUMNS` from its tables, for run ``rid``
+    or the runs of the list ``ids`` (both NULL: every run), those its rows pass
+    ``in_runs(run_id, rid, ids)`` for."""
     capacity: CapacityRules = field(default_factory=CapacityRules)
     """Its limits, the settings its speculation derives, the variables it forces."""
     server: ServerRules = field(default_factory=ServerRules)

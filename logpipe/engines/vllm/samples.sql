@@ -1,4 +1,4 @@
--- vLLM's fragment of run_samples(rid) (schemas/views.sql): its stats lines as kind
+-- vLLM's fragment of run_samples_in(rid, ids) (schemas/views.sql): its stats lines as kind
 -- 'window' (an average over its logging interval, not a batch; rank_tag names the engine
 -- of a DP rank), with the mean acceptance length and rate of the spec line of the same
 -- interval.  A window's printed Running is a snapshot at the moment of logging: under
@@ -36,9 +36,9 @@ FROM (
                drafted_tokens::DOUBLE - lag(drafted_tokens) OVER p AS d_drafted,
                emitted_tokens - lag(emitted_tokens) OVER p AS d_emitted
         FROM vllm_spec_metrics
-        WHERE rid IS NULL OR run_id = rid
+        WHERE in_runs(run_id, rid, ids)
         WINDOW p AS (PARTITION BY run_id, source_path, engine_index ORDER BY line_no, ts)
     ) m ON m.run_id = s.run_id AND m.source_path = s.source_path
        AND m.stats_line_no = s.line_no
-    WHERE rid IS NULL OR s.run_id = rid
+    WHERE in_runs(s.run_id, rid, ids)
 ) w
