@@ -29,7 +29,10 @@ numbers redrawn and their clock advanced:
 - ``vllm-docker-spec``: a vLLM 0.32 server with n-gram speculation under
   ``docker logs --timestamps``: an access line per request (20 requests a second), the
   engine's stats and ``SpecDecoding metrics`` lines every 10 s;
-- ``steady`` (reference): ``run.py``'s steady log, one rank, no wrapper.
+- ``steady`` (reference): ``run.py``'s steady log, one rank, no wrapper;
+- ``folder``: the five above as the files of one folder, with a copy of the steady log
+  behind a note line (``steady.log.bak``): one ingest of the folder, the copy taken back;
+  its peers read each file in turn.
 
 For each mix, in ``--repeat`` interleaved rounds (one of each per round, the ratios the
 medians of each round's ratio): ``logpipe ingest`` into a fresh database, the Python
@@ -298,27 +301,66 @@ def lane_shares(path: Path, engine: str) -> str:
             f"{100 * http / total:.1f}%), polars {100 * slow / total:.1f}%")
 
 
+FOLDER = "folder"
+"""A folder as a user keeps one: every mix above in its own file, and a copy of the steady
+log behind a note line (``steady.log.bak``, kept before a rerun): one ``logpipe ingest``
+of the folder, each file in its own transaction, the copy found and taken back."""
+
+
+def make_folder(work: Path, size_name: str) -> Path:
+    folder = work / f"{FOLDER}-{size_name}"
+    folder.mkdir(exist_ok=True)
+    for name in MIXES:
+        link = folder / f"{name}.log"
+        if not link.exists():
+            link.symlink_to(work / f"{name}-{size_name}.log")
+    bak = folder / "steady.log.bak"
+    if not bak.exists():
+        with open(bak, "wb") as out, open(work / f"steady-{size_name}.log", "rb") as src:
+            out.write(b"kept before the rerun\n")
+            shutil.copyfileobj(src, out, 1 << 24)
+    return folder
+
+
+def _peer_over(peer: str, files: list[tuple[Path, str]]) -> list[str]:
+    """A peer over every file of a folder in turn (one process a file, as it is written)."""
+    script = " && ".join(
+        f"{PY} {HERE / 'peers' / peer} {f}" + (" --vllm" if engine == "vllm" else "")
+        for f, engine in files)
+    return ["sh", "-c", script]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--size", default="256MB")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--workdir", type=Path, default=None)
-    ap.add_argument("--only", nargs="*", choices=sorted(MIXES), default=None)
+    ap.add_argument("--only", nargs="*", choices=sorted([*MIXES, FOLDER]), default=None)
     args = ap.parse_args()
     size = parse_size(args.size)
     work = args.workdir or Path(tempfile.gettempdir()) / "logpipe-mixes"
     work.mkdir(parents=True, exist_ok=True)
     logpipe = [PY, "-m", "logpipe.cli"]
     rows, targets = [], []
-    for name in args.only or MIXES:
-        make, engine = MIXES[name]
-        mix = work / f"{name}-{args.size}.log"
-        if not mix.exists() or mix.stat().st_size < size:
-            print(f"generating {mix.name} ...", flush=True)
-            make(mix, size)
-        mb = mix.stat().st_size / 2**20
-        lines = int(subprocess.run(["wc", "-l", str(mix)], capture_output=True, text=True)
-                    .stdout.split()[0])
+    for name in args.only or [*MIXES, FOLDER]:
+        if name == FOLDER:
+            for other, (make, _) in MIXES.items():
+                if not (work / f"{other}-{args.size}.log").exists():
+                    print(f"generating {other}-{args.size}.log ...", flush=True)
+                    make(work / f"{other}-{args.size}.log", size)
+            mix = make_folder(work, args.size)
+            files = [(f, MIXES[f.stem][1] if f.stem in MIXES else "sglang")
+                     for f in sorted(mix.iterdir())]
+        else:
+            make, engine = MIXES[name]
+            mix = work / f"{name}-{args.size}.log"
+            if not mix.exists() or mix.stat().st_size < size:
+                print(f"generating {mix.name} ...", flush=True)
+                make(mix, size)
+            files = [(mix, engine)]
+        mb = sum(f.stat().st_size for f, _ in files) / 2**20
+        lines = sum(int(subprocess.run(["wc", "-l", str(f)], capture_output=True, text=True)
+                        .stdout.split()[0]) for f, _ in files)
         db, floor_db, parts = work / f"{name}.duckdb", work / "floor.duckdb", work / "parts"
 
         def rm(p: Path) -> list[str]:
@@ -332,16 +374,15 @@ def main() -> None:
         shutil.rmtree(parts, ignore_errors=True)
         parts.mkdir()
         subprocess.run([PY, "-c", FLOOR_PARTS, str(db), str(parts)], check=True)
-        shares = lane_shares(mix, engine)
+        shares = ("each file's as in its row; the copy's rows taken back" if name == FOLDER
+                  else lane_shares(mix, files[0][1]))
         print(f"  lanes: {shares}; {args.repeat} interleaved round(s) ...", flush=True)
-        peer = ["--vllm"] if engine == "vllm" else []
         res, rounds = measure_rounds({
             INGEST: ([*logpipe, "ingest", str(mix), "--db", str(db)], None, rm(db)),
             FLOOR: ([PY, str(HERE / "peers" / "storage_floor.py"), str(parts), str(floor_db)],
                     None, rm(floor_db)),
-            RE_LOOP: ([PY, str(HERE / "peers" / "re_loop.py"), str(mix), *peer], None, None),
-            POLARS: ([PY, str(HERE / "peers" / "polars_regex.py"), str(mix), *peer], None,
-                     None),
+            RE_LOOP: (_peer_over("re_loop.py", files), None, None),
+            POLARS: (_peer_over("polars_regex.py", files), None, None),
         }, args.repeat)
         shutil.rmtree(parts, ignore_errors=True)
         ing = res[INGEST]
