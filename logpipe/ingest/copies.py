@@ -98,11 +98,11 @@ def _table(name: str) -> str:
 
 
 def _suspects(store: Store, paths: list[str]) -> list[str]:
-    """Of ``paths``, those that can be copies: they hold records and each of the first
-    :data:`_FIRST_LINES` lines' has an equal row (every compared column) in another
-    file.  One query per table for all the
-    files of an ingest, whatever their number: a folder of thousands of logs of one day
-    all overlap in time, and comparing each with every other one is quadratic.  A file
+    """Of ``paths``, those that can be copies: they hold records, and every record of
+    their first :data:`_FIRST_LINES` lines has an equal row (every compared column) in
+    another file.  One query per table for all the files of an ingest, whatever their
+    number: a folder of thousands of logs of one day all overlap in time, and comparing
+    each with every other one is quadratic.  A file
     one of whose records is nowhere else is no copy of any file or files (the tests
     below need every record repeated), so nothing is lost by leaving it out."""
     if not paths:
@@ -132,20 +132,19 @@ _FIRST_LINES = 5_000
 """Lines from a file's first record that :func:`_suspects` tests before all of them."""
 
 
-def _repeated(store: Store, ids: list[int], others: list[int], first: int | None = None
+def _repeated(store: Store, ids: list[int], others: list[int], first: int
               ) -> tuple[dict[int, int], dict[int, int]]:
-    """Of the files ``ids``, the record rows (of the lines up to ``first`` after each
-    one's first record, or all) and how many of them have no equal row (every compared
-    column) in another file of ``others``."""
+    """Of the files ``ids``, the record rows of the lines up to ``first`` after each
+    one's first record of a table, and how many of them have no equal row (every
+    compared column) in another file of ``others``."""
     held: dict[int, int] = {}
     unmatched: dict[int, int] = {}
     for table, cols in COMPARED.items():
         same = " AND ".join(f"o.{c} IS NOT DISTINCT FROM n.{c}" for c in cols)
-        mine = f"SELECT * FROM {_table(table)} WHERE source_id IN (SELECT unnest($1))"
-        if first is not None:
-            mine = (f"SELECT t.* FROM {_table(table)} t JOIN (SELECT source_id, "
-                    f"min(line_no) + {int(first)} AS upto FROM ({mine}) GROUP BY 1) m "
-                    "USING (source_id) WHERE t.line_no < m.upto")
+        mine = (f"SELECT t.* FROM {_table(table)} t JOIN (SELECT source_id, "
+                f"min(line_no) + {int(first)} AS upto FROM {_table(table)} WHERE source_id "
+                "IN (SELECT unnest($1)) GROUP BY 1) m USING (source_id) "
+                "WHERE t.line_no < m.upto")
         for sid, rows, alone in store.all(
                 f"WITH n AS MATERIALIZED ({mine}), o AS (SELECT * FROM {_table(table)} o "
                 "WHERE o.source_id IN (SELECT unnest($2)) "
