@@ -368,3 +368,30 @@ def test_a_log_repeating_a_line_more_often_than_the_original_is_not_a_copy(tmp_p
     (tmp_path / "run.log").write_text("== driver\n" + "\n".join(decode[:6]) + "\n== done\n")
     again = tmp_path / "again.duckdb"
     assert [Path(c.path).name for c in ingest_paths([tmp_path], again).copies] == ["run.log"]
+
+
+def test_a_log_that_goes_on_past_another_file_is_read_whole(tmp_path: Path) -> None:
+    """A log copied while its server ran (``server-1.log``, the first half, read first)
+    beside the log itself, complete: the complete log begins with the copy's bytes but
+    goes on past them.  Every one of its lines is read (it was taken for a duplicate of
+    the copy, and its second half was never read); the half copy is then the copy, in
+    one ingest or in two.  A file of the very same bytes is still a duplicate."""
+    lines = REAL_LOG.read_text().splitlines(keepends=True)
+    half = "".join(lines[:len(lines) // 2])
+    decode = sum("Decode batch" in line for line in lines)
+    for ingests in ([["a"]], [["a"], ["b"]]):
+        root = tmp_path / str(len(ingests))
+        (root / "a").mkdir(parents=True)
+        (root / "b").mkdir()
+        (root / "a" / "server-1.log").write_text(half)
+        (root / "a" / "server-1.log.bak").write_text(half)
+        (root / ("a" if len(ingests) == 1 else "b") / "server.log").write_text("".join(lines))
+        db = root / "db.duckdb"
+        results = [ingest_paths([root / d for d in dirs], db) for dirs in ingests]
+        assert query(db, "SELECT count(*) FROM batches WHERE kind = 'decode'") == [(decode,)]
+        assert [Path(p).name for (p,) in query(db, "SELECT DISTINCT source_path FROM runs")
+                ] == ["server.log"]
+        copies = [(Path(c.path).name, Path(c.of).name) for r in results for c in r.copies]
+        assert copies == [("server-1.log", "server.log")]
+        assert {Path(f.path).name: f.status for f in results[0].files
+                if f.path.endswith(".bak")} == {"server-1.log.bak": "duplicate"}

@@ -170,8 +170,10 @@ def ingest_files(files: list[tuple[Path, Path]], db: Store | Path, options: EnvO
             store.keep_sources(False)
         try:
             with store.transaction():
-                result.copies = take_back_copies(
-                    store, [f.path for f in result.files if f.runs_created])
+                read = [f.path for f in result.files if f.runs_created]
+                result.copies = take_back_copies(store, read + [
+                    f.begins_with for f in result.files
+                    if f.runs_created and f.begins_with and f.begins_with not in read])
                 copies = {c.path for c in result.copies}
                 for f in result.files:
                     if f.path in copies:

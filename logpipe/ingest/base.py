@@ -28,6 +28,9 @@ class FileResult:
     runs_created: int = 0
     noise: int = 0
     detail: str | None = None
+    begins_with: str | None = None
+    """A file read already whose content this new file begins with (it goes on past
+    it): one of the two may be a copy of the other."""
     unread: int = 0
     """Lines that look like records (batch head, throughput) but were not read."""
     damaged: str | None = None

@@ -62,6 +62,20 @@ def _same_prefix(path: Path, row: dict[str, Any]) -> bool:
         row["tail_sha256"]
 
 
+BEGINS_WITH = "begins with the content of "
+"""The detail of a new file whose first bytes are all of another file's, read already."""
+
+
+def _longer(path: Path, stat: os.stat_result, row: dict[str, Any]) -> bool:
+    """Does ``path`` hold more than the bytes ingested for ``row`` (of a file it begins
+    with)?  Its size, or for a compressed file, a byte past them."""
+    n = int(row["bytes_ingested"] or 0)
+    if not path.name.lower().endswith(COMPRESSED_SUFFIXES):
+        return stat.st_size > n
+    with open_binary(path) as fh:
+        return skip_to(fh, path, n) == n and bool(fh.read(1))
+
+
 def _retire(store: Store, key: str, existing: dict[str, Any]) -> None:
     """Set the rows of a file that no longer lives at ``key`` aside under a path of their
     own (``key`` plus the old file's identity), so that its rotated copy takes them."""
@@ -86,6 +100,10 @@ def decide(store: Store, path: Path, key: str, stat: os.stat_result, head_sha: s
                 continue
             old = Path(other["path"])
             if old.exists() and _same_prefix(old, other):
+                if _longer(path, stat, other):
+                    # the same log, copied earlier (or kept longer): read whole, it is a
+                    # new file; of the two, the one with fewer records is then the copy
+                    return "new", None, f"{BEGINS_WITH}{other['path']}"
                 return "duplicate", None, f"same content as {other['path']}"
             store.move_source(other["path"], key)
             return "moved", store.source(key), None

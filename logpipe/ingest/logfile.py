@@ -28,6 +28,7 @@ from logpipe.engines import Engine
 from logpipe.engines.parsing import Chunk, Era, LogParser, RunSeen
 from logpipe.ingest.base import IN_LOG, PARSER_VERSION, FileResult, Progress
 from logpipe.ingest.changes import (
+    BEGINS_WITH,
     TAIL_HASH_BYTES,
     decide,
     head_sha,
@@ -113,6 +114,8 @@ def read_log(store: Store, path: Path, key: str, kind: str, head: bytes, engine:
                 previous_sha = existing["sha256"]
                 skip_to(fh, path, offset)
         res = FileResult(key, status, kind=kind)
+        if detail and detail.startswith(BEGINS_WITH):  # (the copies test reads both)
+            res.begins_with = detail[len(BEGINS_WITH):]
         runs = RunBook(store, path, key, engine.name, parser,
                        shared,
                        known=existing is not None or not unknown)
