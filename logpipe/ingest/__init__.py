@@ -28,7 +28,10 @@ what is new by comparing the file with its ``sources`` row, as logrotate-aware t
 - unknown path whose content starts with the bytes of a file that is gone or now holds
   something else → the file was moved or rotated: its rows follow it (``moved``);
 - unknown path whose content duplicates a file still present, or an earlier generation of
-  a truncated file → ``duplicate``, skipped.
+  a truncated file → ``duplicate``, skipped;
+- unknown path whose content starts with all the bytes of a file still present and goes
+  on past them (a log kept longer than a copy of it taken mid-run) → read whole
+  (``new``); the shorter is then tested as a copy of it (:mod:`logpipe.ingest.copies`).
 
 A line still being written (no final newline) is left for the next ingest.
 """
