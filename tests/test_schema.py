@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from logpipe.store import Store, migrations
 from tests.conftest import ROOT
 
@@ -177,3 +179,13 @@ def test_two_processes_making_one_new_database_both_write_into_it(tmp_path: Path
     finally:
         con.close()
     assert names == {"real-cpu-baseline-r1", "real-cpu-baseline-r2"}
+
+
+def test_an_in_memory_store_leaves_no_file(tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Store.open(":memory:")`` (a fleet's working store) is DuckDB's in-memory
+    database: never a copy of the kept empty database written to a file of that name."""
+    monkeypatch.chdir(tmp_path)
+    with Store.open(":memory:") as store:
+        store.con.execute("SELECT count(*) FROM runs").fetchall()
+    assert list(tmp_path.iterdir()) == []

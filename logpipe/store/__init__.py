@@ -87,7 +87,7 @@ class Store(RunRows):
         if read_only and not Path(path).exists():
             raise DatabaseError("database does not exist", path=path,
                                 hint="run `logpipe ingest PATH` first, or pass --db")
-        new = not read_only and not Path(path).exists()
+        new = not read_only and path != ":memory:" and not Path(path).exists()
         copied = new and template.copy_to(path, cls._make_empty)  # (an empty database)
         con = connection.connect(path, read_only)
         con.execute("SET enable_progress_bar = false")
