@@ -390,3 +390,63 @@ def test_a_store_held_through_a_launch_lets_a_reader_in(tmp_path: Path) -> None:
         held = subprocess.run([sys.executable, "-c", reader], capture_output=True, text=True,
                               timeout=120, env={**env, "LOGPIPE_LOCK_WAIT": "1"}, cwd=ROOT)
         assert held.returncode != 0 and "another process holds it" in held.stderr
+
+
+def test_a_runs_arguments_and_environment_written_again_keep_the_rest_of_its_row(
+        tmp_path: Path, db: Path) -> None:
+    """``update_runs`` of a wide column (``WIDE_RUN_COLUMNS``: the row is deleted and
+    inserted again) on committed runs sets what it is given and keeps every other column,
+    the runs' names and keys unique; a rolled-back one leaves the rows as they were."""
+    shutil.copytree(SAMPLES / "real-cpu", tmp_path / "logs")
+    ingest_paths([tmp_path / "logs"], db)
+    internal = f"{INTERNAL}.runs"
+    with Store.open(db) as store:
+        cols = [c for c, _ in store.columns("runs", INTERNAL)]
+        before = {r[0]: dict(zip(cols, r, strict=True))
+                  for r in store.all(f"SELECT * FROM {internal}")}
+        chosen = sorted(before)[:3]
+        assert len(before) > 3 and all(before[r]["server_args"] for r in chosen)
+        with store.transaction():
+            store.update_runs([(r, {"env": json.dumps({"k": r}), "env_fingerprint": "f" + r,
+                                    "env_complete": True}) for r in chosen])
+        with pytest.raises(RuntimeError), store.transaction():
+            store.update_runs([(chosen[0], {"server_args_raw": "taken back"})])
+            raise RuntimeError("rolled back")
+        after = {r[0]: dict(zip(cols, r, strict=True))
+                 for r in store.all(f"SELECT * FROM {internal}")}
+        (names,) = store.one(f"SELECT count(DISTINCT name) FROM {internal}") or (0,)
+    assert after.keys() == before.keys() and names == len(before)
+    for rid, row in after.items():
+        changed = ({"env": json.dumps({"k": rid}), "env_fingerprint": "f" + rid,
+                    "env_complete": True} if rid in chosen else {})
+        assert row == {**before[rid], **changed}, rid
+
+
+def test_a_commit_under_a_memory_bound_runs_under_it_and_restores_the_setting(
+        db: Path) -> None:
+    """``transaction(commit_memory=...)``: the commit (which reads back what the
+    transaction spilled) runs under the bound; the connection's setting comes back."""
+    with Store.open(db) as store:
+        (unbounded,) = store.one("SELECT current_setting('memory_limit')") or ("",)
+        con = store.con
+        at_commit: list[str] = []
+
+        class Spy:
+            def execute(self, sql: str, *args: object) -> object:
+                if sql == "COMMIT":
+                    at_commit.append(con.execute(
+                        "SELECT current_setting('memory_limit')").fetchall()[0][0])
+                return con.execute(sql, *args)
+
+            def __getattr__(self, name: str) -> object:
+                return getattr(con, name)
+
+        store.con = Spy()  # type: ignore[assignment]
+        with store.transaction(commit_memory="256MB"):
+            store.con.execute("CREATE TABLE spied AS SELECT 1 AS x")
+        with store.transaction():
+            store.con.execute("INSERT INTO spied VALUES (2)")
+        store.con = con
+        (now,) = store.one("SELECT current_setting('memory_limit')") or ("",)
+    assert at_commit == ["244.1 MiB", unbounded]  # 256 MB as DuckDB prints it; then none
+    assert now == unbounded

@@ -172,7 +172,7 @@ def ingest_files(files: list[tuple[Path, Path]], db: Store | Path, options: EnvO
             ahead.close()
             store.keep_sources(False)
         try:
-            with store.transaction():
+            with store.transaction(commit_memory=WRITE_MEMORY):
                 read = [f.path for f in result.files if f.runs_created]
                 result.copies = take_back_copies(store, read + [
                     f.begins_with for f in result.files
@@ -250,12 +250,15 @@ def _ingest_group(store: Store,
     return len(results)
 
 
-WRITE_MEMORY = "512MB"
-"""DuckDB's memory while a file is read and written in its own transaction (at most: a
-lower ``LOGPIPE_DUCKDB_MEMORY`` stays): its rows, updates and commit spill to disk past
-it instead of adding to the parse's memory (a 256 MB file of 1,500 launches peaked at
-1,040 MB in its commit without it, 895 MB with it).  A file whose statements cannot spill
-is read again without the bound."""
+WRITE_MEMORY = "256MB"
+"""DuckDB's memory while a file is read and written in its own transaction, and while
+the ingest's last transaction commits (at most: a lower ``LOGPIPE_DUCKDB_MEMORY`` stays):
+its rows and commit spill to disk past it instead of adding to the parse's memory.  Every
+write of a big file can spill (a run's wide columns are written by insertion,
+:data:`logpipe.store.runs.WIDE_RUN_COLUMNS`), so the bound holds DuckDB's part of the
+peak whatever the launches: docker launches in one file, 512 MB / 1 GB, peaked at 760 /
+944 MB (1,245 / 1,696 MB before, at 512 MB with updates that could not spill).  A file
+whose statements cannot spill is read again without the bound."""
 
 
 def _ingest_file(store: Store, path: Path, root: Path, options: EnvOptions,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -67,10 +68,8 @@ def attach_envs(store: Store, files: list[tuple[str, list[Path]]],
     keys = list(loaded_of)
     tiers = options.tiers or Tiers.load()
     rewritten: list[tuple[str, Rendered, dict[str, Any]]] = []
-    runs = store.all(
-        "SELECT run_id, server_args, format_era, env, env_fingerprint, env_complete, "
-        "engine_version, tags::VARCHAR, started_at, engine, source_path FROM runs "
-        "WHERE source_path IN (SELECT unnest(?::VARCHAR[]))", [keys])
+    listed = store.all("SELECT run_id, source_path FROM runs "
+                       "WHERE source_path IN (SELECT unnest(?::VARCHAR[]))", [keys])
     # the files' facts in a few queries, not a few per run (a file may hold 450 launches)
     # (the stored tables by the files' ids: the public views join every row to its path,
     # a scan of the whole database per file)
@@ -82,7 +81,7 @@ def attach_envs(store: Store, files: list[tuple[str, list[Path]]],
             "'setting_adjusted', 'attention_backend', 'capacity', 'load_weight', "
             "'kv_cache', 'graph_capture', 'startup_timings') ORDER BY line_no", [sids]):
         events.setdefault(str(run_id), []).append((kind, json.loads(attrs) if attrs else {}))
-    inferred = _dates_inferred(store, sids, [(str(r[0]), str(r[10])) for r in runs])
+    inferred = _dates_inferred(store, sids, [(str(r), str(k)) for r, k in listed])
     outer = {str(r) for (r,) in store.all(
         "SELECT DISTINCT run_id FROM logpipe_internal.line_prefixes WHERE outer_ts_utc AND "
         "source_id IN (SELECT unnest(?::INTEGER[]))", [sids])}
@@ -90,7 +89,7 @@ def attach_envs(store: Store, files: list[tuple[str, list[Path]]],
     launches: dict[tuple[Any, ...], tuple[str | None, LaunchLayers]] = {}
     last: dict[str, Rendered] = {}  # a file's launch before, rendered (:func:`render`)
     for (run_id, server_args, era_label, old_env, old_fp, old_complete, old_version,
-         old_tags, started_at, engine_name, key) in runs:
+         old_tags, started_at, engine_name, key) in _runs_read(store, listed):
         previous = RunEnv.from_json(old_env)
         cli = {k: e.value for k, e in previous.entries.items()
                if e.source == "command line" and not k.startswith("tag.")}
@@ -137,6 +136,19 @@ def attach_envs(store: Store, files: list[tuple[str, list[Path]]],
             rewritten = []
     store.set_run_clocks(clocks)
     store.set_run_envs(rewritten)
+
+
+def _runs_read(store: Store, listed: list[tuple[Any, Any]]) -> Iterator[tuple[Any, ...]]:
+    """What :func:`attach_envs` reads of the runs ``listed`` (``(run_id, source_path)``),
+    in their order, :data:`ENV_RUNS_PER_WRITE` at a time: a file of 3,000 launches holds
+    ~60 MB of arguments and, read again, ~170 MB of environments."""
+    for at in range(0, len(listed), ENV_RUNS_PER_WRITE):
+        ids = [str(r) for r, _ in listed[at:at + ENV_RUNS_PER_WRITE]]
+        rows = {str(row[0]): row for row in store.all(
+            "SELECT run_id, server_args, format_era, env, env_fingerprint, env_complete, "
+            "engine_version, tags::VARCHAR, started_at, engine, source_path FROM runs "
+            "WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [ids])}
+        yield from (rows[r] for r in ids)
 
 
 _OUTER_OFFSET_SQL = """

@@ -11,7 +11,7 @@ others are written as they would have been.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -78,9 +78,13 @@ class Shared:
             self._taken = {str(n) for (n,) in self.store.all("SELECT name FROM runs")}
         return self._taken
 
-    def add_runs(self, rows: list[tuple[Any, ...]], *, engine: str) -> None:
-        """:meth:`Store.add_runs`, at the group's end."""
+    def add_runs(self, rows: list[tuple[Any, ...]], *, engine: str,
+                 facts: Sequence[tuple[str, dict[str, Any]]] = ()
+                 ) -> list[tuple[str, dict[str, Any]]]:
+        """:meth:`Store.add_runs`, at the group's end (``facts`` are all returned, to be
+        held by :meth:`update_runs` and written with the rows at the end)."""
         self.new_runs.setdefault(engine, []).extend(rows)
+        return list(facts)
 
     def widen_run(self, *widened: Any) -> None:
         """:meth:`Store.widen_run`, at the group's end."""
@@ -92,13 +96,14 @@ class Shared:
 
     def write_runs(self) -> None:
         """The runs held into ``runs`` (before anything reads them)."""
+        facts = self.facts
         for engine, rows in self.new_runs.items():
-            self.store.add_runs(rows, engine=engine)
+            facts = self.store.add_runs(rows, engine=engine, facts=facts)
         self.new_runs.clear()
         for widened in self.widened:
             self.store.widen_run(*widened)
         self.widened.clear()
-        self.store.update_runs(self.facts)
+        self.store.update_runs(facts)
         self.facts.clear()
 
     def load(self) -> None:

@@ -414,13 +414,13 @@ class RunBook:
         """Write the runs first seen, then the spans and eras that blocks widened, then
         what the launch lines said, since the last flush."""
         to = self.shared if self.shared is not None else self.store  # (a group: at its end)
-        to.add_runs(self._new, engine=self.engine)
+        facts = to.add_runs(self._new, engine=self.engine, facts=self._facts)
         self._new.clear()
         for rid, (first, last) in self._spans.items():
             label, mask = self._eras[rid]
             to.widen_run(rid, first, last, label, mask)
         self._spans.clear()
-        to.update_runs(self._facts)
+        to.update_runs(facts)
         self._facts.clear()
 
 

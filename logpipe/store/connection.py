@@ -8,7 +8,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
@@ -184,11 +184,14 @@ class Connection:
                 self.con.execute("SET enable_progress_bar = false")
 
     @contextmanager
-    def transaction(self, on_commit: Callable[[], None] | None = None) -> Iterator[None]:
+    def transaction(self, on_commit: Callable[[], None] | None = None,
+                    commit_memory: str | None = None) -> Iterator[None]:
         """One transaction: rolled back when the body raises.  The commit and
         ``on_commit`` (what records that it was made) run with signals held
         (:func:`interrupts.deferred`): Ctrl-C or SIGTERM there stops the command after
-        both, never between them."""
+        both, never between them.  ``commit_memory``: the commit under that
+        :meth:`memory_bound` (it reads back what the transaction spilled: all of it at
+        once without one)."""
         self.con.execute("BEGIN TRANSACTION")
         self._next_source_id = None
         self._in_transaction = True
@@ -207,7 +210,8 @@ class Connection:
         with interrupts.deferred():
             self._source_ids.clear()
             self._next_source_id = None
-            self.con.execute("COMMIT")
+            with self.memory_bound(commit_memory) if commit_memory else nullcontext():
+                self.con.execute("COMMIT")
             if on_commit is not None:
                 on_commit()
 

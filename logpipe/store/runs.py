@@ -3,6 +3,7 @@ environment, linked to records, taken back; ``profiled`` derived from its eviden
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from logpipe.store.frames import FrameRows
@@ -11,6 +12,16 @@ from logpipe.store.schema import INTERNAL, LINKED_TABLES, record_tables, run_tab
 if TYPE_CHECKING:
 
     from logpipe.env import Rendered
+
+
+WIDE_RUN_COLUMNS = frozenset({"env", "server_args", "server_args_raw"})
+"""Columns of ``runs`` tens of KB a row (a launch's arguments, its environment), which are
+written by deleting the rows and inserting them again, not by ``UPDATE``: DuckDB keeps an
+open transaction's updated values in memory it cannot spill, so a file of 3,000 launches
+held ~300 MB of them until its commit; inserted rows spill past the write's memory bound
+(:data:`logpipe.ingest.WRITE_MEMORY`)."""
+_REWRITTEN = "logpipe_rewritten_runs"
+"""The temporary table of the rows being written again (the connection's own)."""
 
 
 class RunRows(FrameRows):
@@ -44,24 +55,53 @@ class RunRows(FrameRows):
 
     # -- runs and their environments: every write of ``runs`` and ``run_env`` ----------
 
-    def add_runs(self, runs: list[tuple[Any, ...]], *, engine: str) -> None:
-        """Launches seen for the first time, one statement (a file may hold hundreds):
-        ``(run_id, name, source_path, run_seq, first_line, started_at, ended_at,
-        format_era, era_mask)`` each, baselines until their arguments say more, of
-        ``engine`` (``runs.engine``)."""
+    def add_runs(self, runs: list[tuple[Any, ...]], *, engine: str,
+                 facts: Sequence[tuple[str, dict[str, Any]]] = ()
+                 ) -> list[tuple[str, dict[str, Any]]]:
+        """Launches seen for the first time, a statement per set of facts (a file may hold
+        hundreds): ``(run_id, name, source_path, run_seq, first_line, started_at,
+        ended_at, format_era, era_mask)`` each, baselines until their arguments say more,
+        of ``engine`` (``runs.engine``).  ``facts``: what launch lines said of runs
+        (:meth:`update_runs`' items): those of these runs are written with their rows (an
+        update of their arguments would be held in memory, :data:`WIDE_RUN_COLUMNS`), the
+        others are returned."""
+        new = {row[0] for row in runs}
+        said: dict[str, dict[str, Any]] = {}
+        rest = []
+        for run_id, facts_of in facts:
+            if run_id in new:
+                said.setdefault(run_id, {}).update(facts_of)
+            else:
+                rest.append((run_id, facts_of))
         if not runs:
-            return
-        cols = list(zip(*runs, strict=True))
-        ids = [self.source_id(p) for p in cols[2]]
-        self.con.execute(
-            f"INSERT INTO {stored('runs')} (run_id, name, source_id, run_seq, first_line, "
-            "started_at, ended_at, engine, format_era, era_mask, role, env_complete, "
-            "profiled, env, tags) SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), "
-            "unnest(?::INTEGER[]), unnest(?::INTEGER[]), unnest(?::BIGINT[]), "
-            "unnest(?::TIMESTAMP[]), unnest(?::TIMESTAMP[]), ?, unnest(?::VARCHAR[]), "
-            "unnest(?::BIGINT[]), 'baseline', false, false, '{}', '{}'",
-            [list(cols[0]), list(cols[1]), ids, list(cols[3]), list(cols[4]), list(cols[5]),
-             list(cols[6]), engine, list(cols[7]), list(cols[8])])
+            return rest
+        types = dict(self.columns("runs", INTERNAL))
+        groups: dict[tuple[str, ...], list[tuple[Any, ...]]] = {}
+        for row in runs:
+            groups.setdefault(tuple(said.get(row[0], ())), []).append(row)
+        for keys, rows in groups.items():
+            cols = list(zip(*rows, strict=True))
+            ids = [self.source_id(p) for p in cols[2]]
+            values: dict[str, tuple[str, Any]] = {
+                "run_id": ("unnest(?::VARCHAR[])", list(cols[0])),
+                "name": ("unnest(?::VARCHAR[])", list(cols[1])),
+                "source_id": ("unnest(?::INTEGER[])", ids),
+                "run_seq": ("unnest(?::INTEGER[])", list(cols[3])),
+                "first_line": ("unnest(?::BIGINT[])", list(cols[4])),
+                "started_at": ("unnest(?::TIMESTAMP[])", list(cols[5])),
+                "ended_at": ("unnest(?::TIMESTAMP[])", list(cols[6])),
+                "engine": ("?", engine),
+                "format_era": ("unnest(?::VARCHAR[])", list(cols[7])),
+                "era_mask": ("unnest(?::BIGINT[])", list(cols[8])),
+                "role": ("'baseline'", None), "env_complete": ("false", None),
+                "profiled": ("false", None), "env": ("'{}'", None), "tags": ("'{}'", None)}
+            for key in keys:
+                values[key] = (f"unnest(?::{types[key]}[])", [said[r[0]][key] for r in rows])
+            self.con.execute(
+                f"INSERT INTO {stored('runs')} ({', '.join(values)}) "
+                f"SELECT {', '.join(sql for sql, _ in values.values())}",
+                [param for sql, param in values.values() if "?" in sql])
+        return rest
 
     def update_runs(self, updates: list[tuple[str, dict[str, Any]]]) -> None:
         """Set columns of many runs, one statement per set of columns (``update_run`` of
@@ -74,11 +114,23 @@ class RunRows(FrameRows):
         for cols, members in groups.items():
             select = ", ".join(["unnest(?::VARCHAR[]) AS run_id_"] + [
                 f"unnest(?::{types[c]}[]) AS v{i}" for i, c in enumerate(cols)])
-            sets = ", ".join(f"{c} = v.v{i}" for i, c in enumerate(cols))
+            params = [[m[0] for m in members]] + [[m[1][c] for m in members] for c in cols]
+            if WIDE_RUN_COLUMNS.isdisjoint(cols):
+                sets = ", ".join(f"{c} = v.v{i}" for i, c in enumerate(cols))
+                self.con.execute(
+                    f"UPDATE {stored('runs')} SET {sets} FROM (SELECT {select}) v "
+                    "WHERE run_id = v.run_id_", params)
+                continue
+            # the rows written again whole (see WIDE_RUN_COLUMNS)
+            replaced = ", ".join(f"v.v{i} AS {c}" for i, c in enumerate(cols))
             self.con.execute(
-                f"UPDATE {stored('runs')} SET {sets} FROM (SELECT {select}) v "
-                "WHERE run_id = v.run_id_",
-                [[m[0] for m in members]] + [[m[1][c] for m in members] for c in cols])
+                f"CREATE OR REPLACE TEMP TABLE {_REWRITTEN} AS SELECT r.* REPLACE ({replaced}) "
+                f"FROM {stored('runs')} r JOIN (SELECT {select}) v ON r.run_id = v.run_id_",
+                params)
+            self.con.execute(f"DELETE FROM {stored('runs')} WHERE run_id IN "
+                             f"(SELECT run_id FROM {_REWRITTEN})")
+            self.con.execute(f"INSERT INTO {stored('runs')} SELECT * FROM {_REWRITTEN}")
+            self.con.execute(f"DROP TABLE {_REWRITTEN}")
 
     def set_run_clocks(self, clocks: list[tuple[str, int | None, str | None]]) -> None:
         """``(run_id, utc_offset_s, clock_source)`` of many runs in one statement."""
