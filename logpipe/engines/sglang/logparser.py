@@ -42,19 +42,18 @@ Sent = tuple[list[int], list[int], Future[Any]]
 """A block's slow lines given to the worker: the rows of its request records and of its
 event lines, and the future of what the worker reads of them."""
 
-PARSE_BLOCK_BYTES = 16 * 1024 * 1024
+PARSE_BLOCK_BYTES = 8 * 1024 * 1024
 """Bytes per parsed block.  Each block costs fixed polars work (the parser's expressions
 are planned per call, whatever the rows), so larger blocks pay it less often, but up to
 three blocks and their frames are in memory at once, and a block of slow lines (startup,
-request logs: a file of many short launches) makes frames many times its size.  The 256
-MB steady mix: 4.56 s / 854 MB at 32 MB, 4.65-4.86 s / 748 MB at 16 MB; the 256 MB mix of
-1,500 docker launches: 1,110 MB at 32 MB, 895 MB at 16 MB (both with the write memory
-bound of :data:`logpipe.ingest.WRITE_MEMORY`).  The peak RSS target (1 GB at any size)
-decided it."""
-POLARS_BLOCK_BYTES = 8 * 1024 * 1024
-"""Bytes per block without the C fast lane: the polars parser's frames of a block are many
-times its size (1 GB steady log, polars parser only: 765 MB peak at 8 MB blocks, 1,704 MB
-at 32 MB), and its per-line cost dwarfs the per-block one."""
+request logs: a file of many short launches) makes frames many times its size, as does
+every block of the polars parser alone (1 GB steady log, ``LOGPIPE_FASTLANE=0``: 765 MB
+peak at 8 MB blocks, 1,704 MB at 32 MB).  Parsed without writing, 16 MB against 8 MB
+blocks: the 256 MB docker-launches mix 634-649 against 438-440 MB peak, 6.4-7.3 against
+6.9-7.9 s; the steady mix 463-469 against 333-334 MB, 1.0-1.1 s both.  Ingested, in
+alternate runs: steady 4.58-4.66 s / 602-636 MB against 4.55-4.74 s / 528-536 MB, docker
+launches 13.6-16.3 s / 896-917 MB against 15.4-16.6 s / 771-779 MB (a slow spell of this
+machine).  The peak RSS target (1 GB at any size) decided it."""
 
 
 RECORDS_FOR_WORKER = 256
@@ -91,8 +90,7 @@ class SGLangLogParser:
         self.state = LogState.from_json(state_json)
         self.fallback_date = fallback_date
         self.keep_text = keep_text
-        self.block_bytes = (PARSE_BLOCK_BYTES if fastlane.enabled()
-                            else min(PARSE_BLOCK_BYTES, POLARS_BLOCK_BYTES))
+        self.block_bytes = PARSE_BLOCK_BYTES
         _reuse_freed_blocks()
         self._may_use_workers = False
         self._pool: Workers | None = None
