@@ -15,7 +15,7 @@ import re
 import threading
 import zlib
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -260,15 +260,18 @@ def skip_to(fh: BinaryIO, path: Path, offset: int) -> int:
     return read_exact(fh, offset)
 
 
-def line_blocks(fh: BinaryIO, block_bytes: int = BLOCK_BYTES) -> Iterator[bytearray]:
-    """Yield blocks of complete lines; a trailing partial line is held back.
+def line_blocks(fh: BinaryIO, block_bytes: int | Callable[[], int] = BLOCK_BYTES
+                ) -> Iterator[bytearray]:
+    """Yield blocks of complete lines; a trailing partial line is held back.  ``block_bytes``:
+    the size of every block, or what gives the next one's.
 
     Each block is read straight into its own buffer, the partial line carried from the
     previous block at its front (no copy of the block itself: at 32 MB blocks, the copies
     of ``carry + block`` and of the cut cost more than reading the file)."""
     carry = b""
     while True:
-        buf = bytearray(len(carry) + _room(fh, block_bytes))
+        size = block_bytes() if callable(block_bytes) else block_bytes
+        buf = bytearray(len(carry) + _room(fh, size))
         buf[:len(carry)] = carry
         got = fh.readinto(memoryview(buf)[len(carry):])  # type: ignore[attr-defined]
         if not got:

@@ -400,3 +400,27 @@ def test_wrapped_batch_lines_take_the_lane(wrap, monkeypatch: pytest.MonkeyPatch
     chunk = finish_chunk(prepare_block(bytearray(data), 1, "2026-01-01"), LogState())
     outer = wrap(0).strip() != "" and not wrap(0)[0].isdigit()
     assert (chunk.prefixes.height >= batch_lines) == outer
+
+
+@needs_lane
+def test_blocks_of_slow_lines_make_the_next_blocks_smaller(monkeypatch: pytest.MonkeyPatch):
+    """A block mostly of lines the C lane leaves to the polars parser (a launch's startup,
+    request records) makes the next blocks ``SLOW_BLOCK_BYTES``: their frames are many times
+    their size; a block of batch lines makes them ``PARSE_BLOCK_BYTES`` again; without the
+    C lane every block is of slow lines."""
+    from logpipe.engines.sglang import logparser
+
+    monkeypatch.setattr(fastlane, "enabled", lambda: True)
+    log = (SAMPLES / "real-cpu" / "real-cpu-baseline-r1" / "server.log").read_bytes()
+    lines = log.splitlines(keepends=True)
+    startup = b"".join(line for line in lines if b"batch" not in line)
+    batches = b"".join(line for line in lines if b"Decode batch" in line) * 20
+    parser = logparser.SGLangLogParser(None, "2026-12-01")
+    assert parser.block_bytes == logparser.PARSE_BLOCK_BYTES  # a file's first block
+    parser.prepare(startup, 1)
+    assert parser.block_bytes == logparser.SLOW_BLOCK_BYTES < logparser.PARSE_BLOCK_BYTES
+    parser.prepare(batches, 1 + startup.count(b"\n"))
+    assert parser.block_bytes == logparser.PARSE_BLOCK_BYTES
+    monkeypatch.setattr(fastlane, "enabled", lambda: False)
+    assert logparser.SGLangLogParser(None, "2026-12-01").block_bytes == \
+        logparser.SLOW_BLOCK_BYTES

@@ -192,7 +192,8 @@ def test_a_summary_among_many_fast_blocks_is_found_once(tmp_path: Path, block_by
     many blocks of plain batch lines, cut by a block boundary or not, is still found."""
     import logpipe.engines.sglang.logparser as logfile
 
-    monkeypatch.setattr(logfile, "PARSE_BLOCK_BYTES", block_bytes)
+    for size in ("PARSE_BLOCK_BYTES", "SLOW_BLOCK_BYTES"):
+        monkeypatch.setattr(logfile, size, block_bytes)
     server = "\n".join(PLAIN) + "\n"
     batch = next(ln for ln in PLAIN if "Decode batch" in ln) + "\n"
     text = server + batch * 60 + _console(_record()) + batch * 60

@@ -275,7 +275,8 @@ def test_slow_lines_read_by_a_worker_are_the_same_tables(
         while out.tell() <= group.SMALL_FILE_BYTES * 3 // 2:
             for path in launches:
                 out.write(path.read_bytes())
-    monkeypatch.setattr(logparser, "PARSE_BLOCK_BYTES", 1024 * 1024)  # several blocks
+    for size in ("PARSE_BLOCK_BYTES", "SLOW_BLOCK_BYTES"):  # several blocks
+        monkeypatch.setattr(logparser, size, 1024 * 1024)
     monkeypatch.setattr(logparser, "RECORDS_FOR_WORKER", 16)
     monkeypatch.setattr(logparser, "EVENTS_FOR_WORKER", 16)
     monkeypatch.setattr(logparser, "BLOCKS_BEFORE_WORKER", blocks_before)
@@ -334,7 +335,8 @@ def test_the_ways_runs_are_written_are_the_same_tables(tmp_path: Path, way: str,
     for part in ("restarts", "mission", "real-cpu"):
         shutil.copytree(SAMPLES / part, logs / part)
     alone = SAMPLES / "real-cpu-levels" / "real-cpu-levels-ngram-r1" / "server.log"
-    monkeypatch.setattr(logparser, "PARSE_BLOCK_BYTES", 64 * 1024)  # several blocks
+    for size in ("PARSE_BLOCK_BYTES", "SLOW_BLOCK_BYTES"):  # several blocks
+        monkeypatch.setattr(logparser, size, 64 * 1024)
     plain, other = tmp_path / "plain.duckdb", tmp_path / "other.duckdb"
     ingest_paths([logs], plain)
     ingest_paths([alone], plain)

@@ -59,8 +59,10 @@ class LogParser(Protocol):
     """One file's parser, made with the state its last ingest left
     (``factory(state_json | None, fallback_date, keep_text)``)."""
 
-    block_bytes: int
-    """Bytes of complete lines per block."""
+    @property
+    def block_bytes(self) -> int:
+        """Bytes of complete lines for the next block (read before each: a parser may size
+        its blocks by the lines it has read)."""
     spooled: frozenset[str]
     """Tables whose rows are many (one per batch or access line): spooled and loaded once
     per file rather than inserted per block."""

@@ -197,7 +197,7 @@ def _chunks(fh: BinaryIO, parser: LogParser, ahead: ThreadPoolExecutor | None
         first_line_no = parser.lines + 1
         return block, first_line_no, parser.finish(prepared.result())
 
-    for block in line_blocks(fh, parser.block_bytes):
+    for block in line_blocks(fh, lambda: parser.block_bytes):
         if ahead is None:
             first_line_no = parser.lines + 1
             yield block, first_line_no, parser.finish(parser.prepare(block, line_no))

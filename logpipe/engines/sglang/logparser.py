@@ -42,18 +42,25 @@ Sent = tuple[list[int], list[int], Future[Any]]
 """A block's slow lines given to the worker: the rows of its request records and of its
 event lines, and the future of what the worker reads of them."""
 
-PARSE_BLOCK_BYTES = 8 * 1024 * 1024
-"""Bytes per parsed block.  Each block costs fixed polars work (the parser's expressions
-are planned per call, whatever the rows), so larger blocks pay it less often, but up to
-three blocks and their frames are in memory at once, and a block of slow lines (startup,
-request logs: a file of many short launches) makes frames many times its size, as does
-every block of the polars parser alone (1 GB steady log, ``LOGPIPE_FASTLANE=0``: 765 MB
-peak at 8 MB blocks, 1,704 MB at 32 MB).  Parsed without writing, 16 MB against 8 MB
-blocks: the 256 MB docker-launches mix 634-649 against 438-440 MB peak, 6.4-7.3 against
-6.9-7.9 s; the steady mix 463-469 against 333-334 MB, 1.0-1.1 s both.  Ingested, in
-alternate runs: steady 4.58-4.66 s / 602-636 MB against 4.55-4.74 s / 528-536 MB, docker
-launches 13.6-16.3 s / 896-917 MB against 15.4-16.6 s / 771-779 MB (a slow spell of this
-machine).  The peak RSS target (1 GB at any size) decided it."""
+PARSE_BLOCK_BYTES = 16 * 1024 * 1024
+"""Bytes per parsed block while the C fast lane takes most lines.  Each block costs fixed
+polars work (the parser's expressions are planned per call, whatever the rows), so larger
+blocks pay it less often (the 256 MB dp4-journald mix, alternately: 4.7-6.1 s at 16 MB,
+5.5-6.3 s at 8 MB), but up to three blocks and their frames are in memory at once: see
+:data:`SLOW_BLOCK_BYTES`."""
+SLOW_BLOCK_BYTES = 8 * 1024 * 1024
+"""Bytes per block once a block's slow lines (those the C lane leaves to the polars parser:
+startup, request records, a file of many short launches; every line without the C lane)
+were more than :data:`SLOW_SHARE` of it: their frames are many times their size (1 GB
+steady log, ``LOGPIPE_FASTLANE=0``: 765 MB peak at 8 MB blocks, 1,704 MB at 32 MB).
+Parsed without writing, 16 MB against 8 MB blocks: the 256 MB docker-launches mix 634-649
+against 438-440 MB peak, 6.4-7.3 against 6.9-7.9 s; ingested, in alternate runs, 896-917
+against 771-779 MB, within the noise in time.  The peak RSS target (1 GB at any size)
+decided it."""
+SLOW_SHARE = 0.25
+"""The share of a block's bytes in slow lines from which the next blocks are
+:data:`SLOW_BLOCK_BYTES` (the mixes: 0-1.4% of lines slow on the C-lane mixes, 61% of the
+lines and 85% of the bytes on docker launches)."""
 
 
 RECORDS_FOR_WORKER = 256
@@ -90,7 +97,8 @@ class SGLangLogParser:
         self.state = LogState.from_json(state_json)
         self.fallback_date = fallback_date
         self.keep_text = keep_text
-        self.block_bytes = PARSE_BLOCK_BYTES
+        self._slow = not fastlane.enabled()
+        """The last block prepared was mostly slow lines (:data:`SLOW_SHARE`)."""
         _reuse_freed_blocks()
         self._may_use_workers = False
         self._pool: Workers | None = None
@@ -116,9 +124,15 @@ class SGLangLogParser:
     def count_lines(self, block: bytes | bytearray) -> int:
         return fastlane.count_lines(block)
 
+    @property
+    def block_bytes(self) -> int:
+        return SLOW_BLOCK_BYTES if self._slow else PARSE_BLOCK_BYTES
+
     def prepare(self, block: bytes | bytearray, first_line_no: int
                 ) -> tuple[PreparedChunk, Sent | None]:
         prepared = prepare_block(block, first_line_no, self.fallback_date)
+        if prepared.fast is not None:  # (blocks are prepared on threads: the latest says)
+            self._slow = len(prepared.fast.slow_text) > SLOW_SHARE * len(block)
         return prepared, self._send_slow_lines(prepared)
 
     def finish(self, prepared_: tuple[PreparedChunk, Sent | None]) -> Chunk:
