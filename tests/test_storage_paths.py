@@ -319,44 +319,59 @@ def test_slow_lines_read_by_a_worker_are_the_same_tables(
     assert "logpipe.workers" not in ps
 
 
-@pytest.mark.parametrize("way", ["facts after the rows", "wide columns updated in place",
-                                 "environments read two runs at a time"])
-def test_the_ways_runs_are_written_are_the_same_tables(tmp_path: Path, way: str,
-                                                       monkeypatch: pytest.MonkeyPatch):
-    """A new launch's facts written with its row, a run's arguments and environment written
-    by deleting and inserting its row again (``WIDE_RUN_COLUMNS``, which DuckDB can spill)
-    and a file's runs read a page at a time for their environments give the tables of the
-    plain ways: an update after the row, in place, all runs read at once.  In a group of
-    small files and in a file read alone, of several blocks."""
+def _runs_written(logs: Path, db: Path) -> dict[str, list[tuple]]:
+    """The tables of a group of small files and of a file read alone, in several blocks."""
+    with pytest.MonkeyPatch.context() as patch:
+        for size in ("PARSE_BLOCK_BYTES", "SLOW_BLOCK_BYTES"):  # several blocks
+            patch.setattr(logparser, size, 64 * 1024)
+        ingest_paths([logs], db)
+        ingest_paths([SAMPLES / "real-cpu-levels" / "real-cpu-levels-ngram-r1" / "server.log"],
+                     db)
+    return _tables(db)
+
+
+@pytest.fixture(scope="module")
+def runs_written_plainly(tmp_path_factory: pytest.TempPathFactory
+                         ) -> tuple[Path, dict[str, list[tuple]]]:
+    """The logs, and :func:`_runs_written` of them the plain ways: a new launch's facts
+    updated after its row, a run's wide columns updated in place, all runs read at once
+    for their environments."""
     from logpipe.ingest import environment
     from logpipe.store import runs
 
-    logs = tmp_path / "logs"
+    tmp = tmp_path_factory.mktemp("plainly")
+    logs = tmp / "logs"
     for part in ("restarts", "mission", "real-cpu"):
         shutil.copytree(SAMPLES / part, logs / part)
-    alone = SAMPLES / "real-cpu-levels" / "real-cpu-levels-ngram-r1" / "server.log"
-    for size in ("PARSE_BLOCK_BYTES", "SLOW_BLOCK_BYTES"):  # several blocks
-        monkeypatch.setattr(logparser, size, 64 * 1024)
-    plain, other = tmp_path / "plain.duckdb", tmp_path / "other.duckdb"
-    ingest_paths([logs], plain)
-    ingest_paths([alone], plain)
-    if way == "facts after the rows":
-        add_runs = runs.RunRows.add_runs
+    add_runs = runs.RunRows.add_runs
 
-        def add_runs_then_facts(self: Any, rows: Any, *, engine: str,
-                                facts: Any = ()) -> list:
-            add_runs(self, rows, engine=engine)
-            return list(facts)
+    def add_runs_then_facts(self: Any, rows: Any, *, engine: str, facts: Any = ()) -> list:
+        add_runs(self, rows, engine=engine)
+        return list(facts)
 
-        monkeypatch.setattr(runs.RunRows, "add_runs", add_runs_then_facts)
-    elif way == "wide columns updated in place":
-        monkeypatch.setattr(runs, "WIDE_RUN_COLUMNS", frozenset())
-    else:
-        monkeypatch.setattr(environment, "ENV_RUNS_PER_WRITE", 2)
-    ingest_paths([logs], other)
-    ingest_paths([alone], other)
-    a, b = _tables(plain), _tables(other)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(runs.RunRows, "add_runs", add_runs_then_facts)
+        patch.setattr(runs, "WIDE_RUN_COLUMNS", frozenset())
+        patch.setattr(environment, "ENV_RUNS_PER_WRITE", 10**6)
+        return logs, _runs_written(logs, tmp / "plain.duckdb")
+
+
+@pytest.mark.parametrize("pages", [100, 2])
+def test_the_ways_runs_are_written_are_the_same_tables(
+        tmp_path: Path, pages: int, monkeypatch: pytest.MonkeyPatch,
+        runs_written_plainly: tuple[Path, dict[str, list[tuple]]]):
+    """A new launch's facts written with its row, a run's arguments and environment written
+    by deleting and inserting its row again (``WIDE_RUN_COLUMNS``, which DuckDB can spill)
+    and a file's runs read a page at a time for their environments (of 100 runs, or 2)
+    give the tables of the plain ways.  In a group of small files and in a file read alone,
+    of several blocks."""
+    from logpipe.ingest import environment
+
+    monkeypatch.setattr(environment, "ENV_RUNS_PER_WRITE", pages)
+    logs, a = runs_written_plainly
+    b = _runs_written(logs, tmp_path / "other.duckdb")
     assert len(a["runs"]) >= 8 and len(a["run_env"]) > 1000  # not vacuous
     assert sum(1 for r in a["runs"] if "speculative" in repr(r)) > 0  # facts were written
+    assert a.keys() == b.keys()
     for name in a:
         assert a[name] == b[name], name
