@@ -256,9 +256,10 @@ the ingest's last transaction commits (at most: a lower ``LOGPIPE_DUCKDB_MEMORY`
 its rows and commit spill to disk past it instead of adding to the parse's memory.  Every
 write of a big file can spill (a run's wide columns are written by insertion,
 :data:`logpipe.store.runs.WIDE_RUN_COLUMNS`), so the bound holds DuckDB's part of the
-peak whatever the launches: docker launches in one file, 512 MB / 1 GB, peaked at 760 /
-944 MB (1,245 / 1,696 MB before, at 512 MB with updates that could not spill).  A file
-whose statements cannot spill is read again without the bound."""
+peak whatever the launches: docker launches in one file, 512 MB / 1 GB / 2 GB, peaked at
+759-768 / 937-950 / 960 MB (1,219-1,264 / 3,365 MB / - before, at 512 MB with updates
+that could not spill, benchmarks/RESULTS-mixes.md).  A file whose statements cannot spill
+is read again without the bound."""
 
 
 def _ingest_file(store: Store, path: Path, root: Path, options: EnvOptions,
