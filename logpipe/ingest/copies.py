@@ -268,8 +268,12 @@ def _same_lines(store: Store, path: str, others: list[str], hashes: _Hashes,
     if mine is None or theirs is None:
         return [] if several else False
     con = store.con
-    con.register("_copy_lines", mine)
-    con.register("_their_lines", theirs)
+    # temporary tables read from the Arrow tables by name, not views of them: a view
+    # registered in a transaction keeps its Arrow table until the commit, even dropped
+    # (~26 MB a million lines; the copies are tested in the ingest's last transaction)
+    con.execute("CREATE OR REPLACE TEMP TABLE _copy_lines AS SELECT * FROM mine")
+    con.execute("CREATE OR REPLACE TEMP TABLE _their_lines AS SELECT * FROM theirs")
+    del mine, theirs
     try:
         for k in range(len(tags)):
             unmatched, used = _unmatched(store, path, others, f"h{k}")
@@ -281,8 +285,8 @@ def _same_lines(store: Store, path: str, others: list[str], hashes: _Hashes,
                 return used
             # one file: the single-file test decides
     finally:
-        con.unregister("_copy_lines")
-        con.unregister("_their_lines")
+        con.execute("DROP TABLE IF EXISTS _copy_lines")
+        con.execute("DROP TABLE IF EXISTS _their_lines")
     return [] if several else False
 
 
