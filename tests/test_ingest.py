@@ -22,7 +22,8 @@ TABLES = ("batches", "events", "http_requests", "rejects")
 
 
 def counts(db: Path) -> dict[str, int]:
-    return {t: query(db, f"SELECT count(*) FROM {t}")[0][0] for t in (*TABLES, "runs")}
+    return {t: query(db, f"SELECT count(*) FROM {t}")[0][0]
+            for t in (*TABLES, "runs", "logpipe_internal.run_envs")}
 
 
 def copy_log(tmp_path: Path, src: Path = MISSION, name: str = "server.log") -> Path:

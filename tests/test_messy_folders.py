@@ -156,6 +156,10 @@ def test_a_driver_log_that_teed_a_servers_lines_is_a_copy_not_a_run(tmp_path: Pa
     assert query(db, "SELECT count(*) FROM batches WHERE source_path LIKE '%run.log'") == [(0,)]
     assert [(Path(c.path).name, c.lines) for c in result.copies] == [("run.log", 30)]
     assert result.runs_created == 1
+    # the copy's run, taken back after its environment was written, took it along
+    assert query(db, "SELECT count(*), count(DISTINCT run_id) FROM logpipe_internal.run_envs "
+                     "WHERE run_id IN (SELECT run_id FROM runs)") == [(1, 1)]
+    assert query(db, "SELECT count(*) FROM logpipe_internal.run_envs") == [(1,)]
     out = runner.invoke(app, ["ingest", str(tmp_path), "--db", str(tmp_path / "cli.duckdb")])
     assert "copy, no run: " in out.output and "30 record line(s) all repeat" in out.output
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from logpipe.env.model import Entry, Rendered, RunEnv, render
 from logpipe.ingest import ingest_paths
 from logpipe.store import FEW_LABELS, INTERNAL, Store, data_tables, migrations
 from tests.conftest import ROOT, SAMPLES, query
@@ -32,7 +33,7 @@ def test_show_tables_is_the_documented_contract(db: Path) -> None:
     assert base == {"sources", "run_env"}
     internal = {name for (name,) in query(
         db, "SELECT table_name FROM duckdb_tables() WHERE schema_name = ?", [INTERNAL])}
-    assert {"runs", *data_tables(), "run_summary_cache", "run_judged_cache",
+    assert {"runs", "run_envs", *data_tables(), "run_summary_cache", "run_judged_cache",
             "pair_verdict_cache", "run_batch_ranges_cache", "schema_migrations", "schema_views",
             "source_generations", "labels", "engine_migrations"} == internal
 
@@ -392,11 +393,18 @@ def test_a_store_held_through_a_launch_lets_a_reader_in(tmp_path: Path) -> None:
         assert held.returncode != 0 and "another process holds it" in held.stderr
 
 
+def _rendered(value: str) -> Rendered:
+    """An environment of one identity entry ``k``: ``value``."""
+    return render(RunEnv({"k": Entry(value, "test", "identity")}))
+
+
 def test_a_runs_arguments_and_environment_written_again_keep_the_rest_of_its_row(
         tmp_path: Path, db: Path) -> None:
     """``update_runs`` of a wide column (``WIDE_RUN_COLUMNS``: the row is deleted and
     inserted again) on committed runs sets what it is given and keeps every other column,
-    the runs' names and keys unique; a rolled-back one leaves the rows as they were."""
+    the runs' names and keys unique; a rolled-back one leaves the rows as they were.  An
+    environment written again (``set_run_envs``: a row of ``run_envs``) shows in the
+    ``runs`` view in place of the one before, the other runs' as they were."""
     shutil.copytree(SAMPLES / "real-cpu", tmp_path / "logs")
     ingest_paths([tmp_path / "logs"], db)
     internal = f"{INTERNAL}.runs"
@@ -404,22 +412,56 @@ def test_a_runs_arguments_and_environment_written_again_keep_the_rest_of_its_row
         cols = [c for c, _ in store.columns("runs", INTERNAL)]
         before = {r[0]: dict(zip(cols, r, strict=True))
                   for r in store.all(f"SELECT * FROM {internal}")}
+        envs_before = dict(store.all("SELECT run_id, (env::VARCHAR, env_fingerprint) FROM runs"))
         chosen = sorted(before)[:3]
         assert len(before) > 3 and all(before[r]["server_args"] for r in chosen)
         with store.transaction():
-            store.update_runs([(r, {"env": json.dumps({"k": r}), "env_fingerprint": "f" + r,
-                                    "env_complete": True}) for r in chosen])
+            store.update_runs([(r, {"server_args_raw": "raw " + r, "env_complete": True})
+                               for r in chosen])
+            store.set_run_envs([(r, _rendered(r), {"tags": json.dumps({"t": r})})
+                                for r in chosen[:2]])
         with pytest.raises(RuntimeError), store.transaction():
             store.update_runs([(chosen[0], {"server_args_raw": "taken back"})])
+            store.set_run_envs([(chosen[0], _rendered("taken back"), {})])
             raise RuntimeError("rolled back")
         after = {r[0]: dict(zip(cols, r, strict=True))
                  for r in store.all(f"SELECT * FROM {internal}")}
+        envs_after = dict(store.all("SELECT run_id, (env::VARCHAR, env_fingerprint) FROM runs"))
         (names,) = store.one(f"SELECT count(DISTINCT name) FROM {internal}") or (0,)
-    assert after.keys() == before.keys() and names == len(before)
+        (kept,) = store.one(f"SELECT count(*) FROM {INTERNAL}.run_envs") or (0,)
+    assert after.keys() == before.keys() and names == len(before) and kept == len(before)
     for rid, row in after.items():
-        changed = ({"env": json.dumps({"k": rid}), "env_fingerprint": "f" + rid,
-                    "env_complete": True} if rid in chosen else {})
+        changed = ({"server_args_raw": "raw " + rid, "env_complete": True} if rid in chosen
+                   else {})
+        if rid in chosen[:2]:
+            changed["tags"] = json.dumps({"t": rid})
         assert row == {**before[rid], **changed}, rid
+        assert envs_after[rid] == ((_rendered(rid).json, _rendered(rid).fingerprint)
+                                   if rid in chosen[:2] else envs_before[rid]), rid
+
+
+def test_a_database_of_migration_26_keeps_its_runs_environments(db: Path) -> None:
+    """Migration 0027 moves ``env`` and ``env_fingerprint`` beside the runs' rows: each
+    run shows what it had, in the columns' places; a run without an environment shows the
+    defaults ('{}', NULL)."""
+    con = migrated_to(db, 26)
+    con.execute("INSERT INTO sources (path, kind, source_id) VALUES ('/logs/a.log', "
+                "'sglang_server_log', 1)")
+    con.execute(f"INSERT INTO {INTERNAL}.runs (run_id, name, source_id, run_seq, role, "
+                "env_fingerprint, env, tags) VALUES "
+                "('r1', 'a', 1, 0, 'baseline', 'fp1', '{\"NCCL_ALGO\": \"Ring\"}', '{}'), "
+                "('r2', 'b', 1, 1, 'spec', NULL, '{}', '{}')")
+    con.close()
+    with Store.open(db) as store:
+        assert not store.outdated()
+        columns = [c for c, _ in store.columns("runs")]
+    assert columns[columns.index("role") + 1] == "env_fingerprint"
+    assert columns[columns.index("server_args_raw") + 1] == "env"
+    assert query(db, "SELECT run_id, name, role, env_fingerprint, env::VARCHAR, "
+                     "typeof(env) FROM runs ORDER BY 1") == [
+        ("r1", "a", "baseline", "fp1", '{"NCCL_ALGO": "Ring"}', "JSON"),
+        ("r2", "b", "spec", None, "{}", "JSON")]
+    assert query(db, f"SELECT run_id FROM {INTERNAL}.run_envs") == [("r1",)]
 
 
 def test_a_commit_under_a_memory_bound_runs_under_it_and_restores_the_setting(

@@ -14,12 +14,14 @@ if TYPE_CHECKING:
     from logpipe.env import Rendered
 
 
-WIDE_RUN_COLUMNS = frozenset({"env", "server_args", "server_args_raw"})
-"""Columns of ``runs`` tens of KB a row (a launch's arguments, its environment), which are
-written by deleting the rows and inserting them again, not by ``UPDATE``: DuckDB keeps an
-open transaction's updated values in memory it cannot spill, so a file of 3,000 launches
-held ~300 MB of them until its commit; inserted rows spill past the write's memory bound
-(:data:`logpipe.ingest.WRITE_MEMORY`)."""
+WIDE_RUN_COLUMNS = frozenset({"server_args", "server_args_raw"})
+"""Columns of ``runs`` tens of KB a row (a launch's arguments), which are written by
+deleting the rows and inserting them again, not by ``UPDATE``: DuckDB keeps an open
+transaction's updated values in memory it cannot spill, so a file of 3,000 launches held
+~300 MB of them until its commit; inserted rows spill past the write's memory bound
+(:data:`logpipe.ingest.WRITE_MEMORY`).  A new launch's arguments are written with its row
+(:meth:`RunRows.add_runs`); its environment, written after it, is a row of its own
+(``run_envs``, :meth:`RunRows.set_run_envs`)."""
 _REWRITTEN = "logpipe_rewritten_runs"
 """The temporary table of the rows being written again (the connection's own)."""
 
@@ -45,7 +47,9 @@ class RunRows(FrameRows):
         for table in LINKED_TABLES:
             self.con.execute(f"UPDATE {stored(table)} SET run_id = NULL, link_method = NULL "
                              "WHERE run_id IN (SELECT unnest(?))", [run_ids])
-        self.con.execute("DELETE FROM run_env WHERE run_id IN (SELECT unnest(?))", [run_ids])
+        for table in ("run_env", stored("run_envs")):
+            self.con.execute(f"DELETE FROM {table} WHERE run_id IN (SELECT unnest(?))",
+                             [run_ids])
         self.con.execute(f"DELETE FROM {stored('runs')} WHERE run_id IN (SELECT unnest(?))",
                          [run_ids])
         return lines
@@ -94,7 +98,7 @@ class RunRows(FrameRows):
                 "format_era": ("unnest(?::VARCHAR[])", list(cols[7])),
                 "era_mask": ("unnest(?::BIGINT[])", list(cols[8])),
                 "role": ("'baseline'", None), "env_complete": ("false", None),
-                "profiled": ("false", None), "env": ("'{}'", None), "tags": ("'{}'", None)}
+                "profiled": ("false", None), "tags": ("'{}'", None)}
             for key in keys:
                 values[key] = (f"unnest(?::{types[key]}[])", [said[r[0]][key] for r in rows])
             self.con.execute(
@@ -165,12 +169,19 @@ class RunRows(FrameRows):
 
     def set_run_envs(self, envs: list[tuple[str, Rendered, dict[str, Any]]]) -> None:
         """Write runs' environments (each rendered: :func:`logpipe.env.render`): ``runs.env``
-        and its fingerprint, and the same entries as ``run_env`` rows, together (one place
-        keeps them in step); the dict holds other columns of the run to set with it."""
+        and its fingerprint (a row of ``run_envs`` each), and the same entries as
+        ``run_env`` rows, together (one place keeps them in step); the dict holds other
+        columns of the run to set with it."""
         if not envs:
             return
-        self.update_runs([(run_id, {"env": env.json, "env_fingerprint": env.fingerprint,
-                                    **columns}) for run_id, env, columns in envs])
+        ids = [run_id for run_id, _, _ in envs]
+        self.update_runs([(run_id, columns) for run_id, _, columns in envs])
+        self.con.execute(f"DELETE FROM {stored('run_envs')} WHERE run_id IN "
+                         "(SELECT unnest(?))", [ids])
+        self.con.execute(
+            f"INSERT INTO {stored('run_envs')} (run_id, env, env_fingerprint) SELECT "
+            "unnest(?::VARCHAR[]), unnest(?::JSON[]), unnest(?::VARCHAR[])",
+            [ids, [env.json for _, env, _ in envs], [env.fingerprint for _, env, _ in envs]])
         # built column by column (a file of 1,500 launches writes ~900,000 entries: rows of
         # tuples cost twice as much)
         columns: dict[str, list[Any]] = {c: [] for c in (
@@ -184,8 +195,7 @@ class RunRows(FrameRows):
             columns["source"] += [e.source for e in entries]
             columns["conflict"] += [e.conflict for e in entries]
         # one statement each, not one per key: DuckDB's inserts are per call
-        self.con.execute("DELETE FROM run_env WHERE run_id IN (SELECT unnest(?))",
-                         [[run_id for run_id, _, _ in envs]])
+        self.con.execute("DELETE FROM run_env WHERE run_id IN (SELECT unnest(?))", [ids])
         if columns["key"]:
             import polars as pl
 

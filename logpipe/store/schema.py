@@ -63,7 +63,7 @@ LABEL_SUFFIX = "_code"
 ``logpipe_internal.labels`` (a text that repeats on nearly every row, stored once)."""
 FEW_LABELS = 8
 """Up to this many distinct texts, a column is coded by comparisons, not a hash per row."""
-DATA_VIEWS_VERSION = "3"
+DATA_VIEWS_VERSION = "4"
 """Changes when :func:`data_view_sql` does, so that the views are recreated."""
 
 
@@ -76,12 +76,14 @@ def stored(table: str) -> str:
 def data_view_sql(table: str, columns: list[str]) -> str:
     """The public view of a stored table: its columns in order, ``source_path`` (the
     file's path from ``sources``) where the table has ``source_id``, and the text of each
-    ``<name>_code`` column (its row in ``labels``, migration 0019) as ``<name>``.
+    ``<name>_code`` column (its row in ``labels``, migration 0019) as ``<name>``, and the
+    columns kept beside its rows (:data:`SIDE_COLUMNS`) in their places.
 
     One join per coded column: a list of every label indexed per row was faster alone, but
     where DuckDB carries the list through another join it copies it for every row."""
     select: list[str] = []
     joins: list[str] = []
+    side = SIDE_COLUMNS.get(table)
     for c in columns:
         if c == "source_id":
             select.append("s.path AS source_path")
@@ -91,6 +93,12 @@ def data_view_sql(table: str, columns: list[str]) -> str:
             joins.append(f" LEFT JOIN {INTERNAL}.labels {alias} ON {alias}.label_id = t.{c}")
         else:
             select.append(f"t.{c}")
+        if side is not None:
+            select += [f"coalesce(e.{name}, {default}) AS {name}" if default else
+                       f"e.{name} AS {name}"
+                       for name, (after, default) in side[1].items() if after == c]
+    if side is not None:
+        joins.append(f" LEFT JOIN {INTERNAL}.{side[0]} e ON e.run_id = t.run_id")
     name = ALL_ROWS_VIEWS.get(table, table)
     sql = (f"CREATE OR REPLACE VIEW main.{name} AS SELECT {', '.join(select)} "
            f"FROM {INTERNAL}.{table} t LEFT JOIN main.sources s USING (source_id)"
@@ -99,6 +107,16 @@ def data_view_sql(table: str, columns: list[str]) -> str:
         sql += f"; {one_row_view_sql(table)}"
     return sql
 
+
+SIDE_COLUMNS: dict[str, tuple[str, dict[str, tuple[str, str | None]]]] = {
+    "runs": ("run_envs", {"env_fingerprint": ("role", None),
+                          "env": ("server_args_raw", "'{}'::JSON")}),
+}
+"""Columns of a public view kept in a table of their own, one row per run (migration
+0027): ``{table: (side table, {column: (the column it follows, its value without a
+row, None: NULL)})}``.  A run's environment is ~50 KB and written after its row: in
+``runs`` itself that was the row written again whole
+(:data:`logpipe.store.runs.WIDE_RUN_COLUMNS`)."""
 
 ALL_ROWS_VIEWS = {"bench_results": "bench_results_all"}
 """Tables whose public view keeps one row per measurement: ``bench_results`` leaves out a

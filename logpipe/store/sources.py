@@ -159,8 +159,9 @@ class SourceRows(Connection):
         self._source_ids.pop(path, None)
         row = self.one("SELECT source_id FROM sources WHERE path = ?", [path])
         if row is not None and row[0] is not None:
-            self.con.execute(f"DELETE FROM run_env WHERE run_id IN (SELECT run_id FROM "
-                             f"{stored('runs')} WHERE source_id = ?)", [row[0]])
+            for table in ("run_env", stored("run_envs")):
+                self.con.execute(f"DELETE FROM {table} WHERE run_id IN (SELECT run_id FROM "
+                                 f"{stored('runs')} WHERE source_id = ?)", [row[0]])
             for table in stored_tables():
                 self.con.execute(f"DELETE FROM {stored(table)} WHERE source_id = ?", [row[0]])
         self.con.execute("DELETE FROM sources WHERE path = ?", [path])
