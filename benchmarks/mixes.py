@@ -54,6 +54,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -72,6 +73,8 @@ from run import (  # noqa: E402
     round_ratio,
     write_results,
 )
+
+from logpipe.timings import PHASES  # noqa: E402
 
 INGEST, FLOOR, RE_LOOP, POLARS = "ingest", "floor", "re loop", "polars regex"
 
@@ -322,6 +325,14 @@ def make_folder(work: Path, size_name: str) -> Path:
     return folder
 
 
+def _phases_row(name: str, said: str, wall: float) -> str:
+    """A row of the phases table from what ``ingest --timings`` printed."""
+    (total,) = re.findall(r"^  time: ([\d.]+) s$", said, re.M)
+    (line,) = re.findall(r"^  phases: (.*)$", said, re.M)
+    seconds = [p.rsplit(" ", 2)[1] for p in line.split(", ")]
+    return f"| {name} | {wall - float(total):.2f} | {' | '.join(seconds)} |"
+
+
 def _peer_over(peer: str, files: list[tuple[Path, str]]) -> list[str]:
     """A peer over every file of a folder in turn (one process a file, as it is written)."""
     script = " && ".join(
@@ -341,7 +352,7 @@ def main() -> None:
     work = args.workdir or Path(tempfile.gettempdir()) / "logpipe-mixes"
     work.mkdir(parents=True, exist_ok=True)
     logpipe = [PY, "-m", "logpipe.cli"]
-    rows, targets = [], []
+    rows, targets, phases = [], [], []
     for name in args.only or [*MIXES, FOLDER]:
         if name == FOLDER:
             for other, (make, _) in MIXES.items():
@@ -369,8 +380,10 @@ def main() -> None:
 
         print(f"{name}: {mb:.0f} MiB, {lines:,} lines; the floor's input ...", flush=True)
         subprocess.run(rm(db), check=True)
-        subprocess.run([*logpipe, "ingest", str(mix), "--db", str(db)], check=True,
-                       capture_output=True)
+        began = time.perf_counter()
+        said = subprocess.run([*logpipe, "ingest", str(mix), "--db", str(db), "--timings"],
+                              check=True, capture_output=True, text=True).stdout
+        phases.append(_phases_row(name, said, time.perf_counter() - began))
         shutil.rmtree(parts, ignore_errors=True)
         parts.mkdir()
         subprocess.run([PY, "-c", FLOOR_PARTS, str(db), str(parts)], check=True)
@@ -412,7 +425,12 @@ def main() -> None:
             "ingest | polars regex s | polars / ingest | floor s | ingest / floor | lanes |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|", *rows, "",
             "| mix | ≥ 150 MB/s | ≥ 2× the re loop | ≤ 2× the storage floor | peak RSS ≤ 1 GB |",
-            "|---|---|---|---|---|", *targets]
+            "|---|---|---|---|---|", *targets, "",
+            "Where an ingest's time went (one more ingest of each mix, before the rounds: "
+            "`logpipe ingest --timings`, the main thread's phases; start: the process's "
+            "start and imports, its wall time less the time it reports):", "",
+            f"| mix | start s | {' s | '.join(PHASES)} s | other s |",
+            "|---|---|" + "---|" * len(PHASES) + "---|", *phases]
     out = "\n".join(text) + "\n"
     print(out)
     write_results(HERE / "RESULTS-mixes.md", out)

@@ -125,6 +125,10 @@ def ingest(
                           "belongs to); default a local Ray of --workers CPUs.")] = None,
     workers: Annotated[int, typer.Option(
         "--workers", help="CPUs of a local Ray (--runner ray without --address).")] = 2,
+    timings: Annotated[bool, typer.Option(
+        "--timings", help="Also say where the time went: reading and parsing, loading the "
+                          "bulky rows, environments, copies and links, judged counts, "
+                          "commits, the rest.")] = False,
 ) -> None:
     """Detect and parse every file under PATHS into the database, idempotently.
 
@@ -187,13 +191,13 @@ def ingest(
                                   progress=lambda n: progress.advance(task, n))
     except IngestInterrupted as stop:
         progress.stop()
-        typer.echo(ingest_summary(stop.result), nl=False)
+        typer.echo(ingest_summary(stop.result, timings), nl=False)
         _fail(stop)
     except LogpipeError as exc:
         _fail(exc)
     finally:
         progress.stop()
-    typer.echo(ingest_summary(result), nl=False)
+    typer.echo(ingest_summary(result, timings), nl=False)
     if result.failed or result.damaged:
         raise typer.Exit(2)
     if all(f.status == "skipped" for f in result.files):

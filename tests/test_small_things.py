@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from typer.testing import CliRunner
 
 from logpipe.cli import app
 from logpipe.env import RunEnv, diff
+from tests.conftest import SAMPLES
 
 runner = CliRunner()
 
@@ -152,3 +154,46 @@ def test_memory_bound_lowers_duckdbs_limit_only_and_restores_it(
         with store.memory_bound("512MB"):
             assert limit(store) == low
         assert limit(store) == low
+
+
+def test_a_phase_counts_its_own_time_and_only_while_collected(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A phase inside another is taken out of the outer one's time; a phase met twice adds
+    up; outside a collection nothing is kept (the clock is the test's)."""
+    from logpipe import timings
+
+    now = [0.0]
+    monkeypatch.setattr(timings.time, "perf_counter", lambda: now[0])
+    with timings.phase("outside"):
+        now[0] += 1.0
+    with timings.collecting() as spent:
+        with timings.phase("outer"):
+            now[0] += 2.0
+            with timings.phase("inner"):
+                now[0] += 3.0
+            now[0] += 4.0
+        with timings.phase("inner"):
+            now[0] += 5.0
+    assert spent == {"outer": 6.0, "inner": 8.0}
+
+
+def test_ingest_says_where_its_time_went(tmp_path: Path) -> None:
+    """``ingest --timings``: every phase of an ingest, in order, then the rest; together
+    they are the time the ingest reports."""
+    from logpipe.timings import PHASES
+
+    out = runner.invoke(app, ["ingest", str(SAMPLES / "real-cpu"), "--db",
+                              str(tmp_path / "t.duckdb"), "--timings"]).stdout
+    (total,) = re.findall(r"^  time: ([\d.]+) s$", out, re.M)
+    (line,) = re.findall(r"^  phases: (.*)$", out, re.M)
+    parts = [re.fullmatch(r"(.+) ([\d.]+) s", p) for p in line.split(", ")]
+    assert all(parts), line
+    names = [m.group(1) for m in parts if m]
+    seconds = {m.group(1): float(m.group(2)) for m in parts if m}
+    assert names == [*PHASES, "other"]
+    assert abs(sum(seconds.values()) - float(total)) <= 0.01 * len(names)
+    for name in ("read and parse", "judged counts"):
+        assert seconds[name] > 0, name  # (8 runs made: their lines read and classified)
+    plain = runner.invoke(app, ["ingest", str(SAMPLES / "real-cpu"), "--db",
+                                str(tmp_path / "u.duckdb")]).stdout
+    assert "phases:" not in plain

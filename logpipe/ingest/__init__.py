@@ -61,6 +61,7 @@ from logpipe.ingest.walk import run_base_name, walk
 from logpipe.readers import take_damage
 from logpipe.sources import load
 from logpipe.store import Store, run_tables
+from logpipe.timings import COPIES, JUDGED, READ, collecting, phase
 from logpipe.traces import apply_trace_env
 
 
@@ -126,6 +127,15 @@ def ingest_files(files: list[tuple[Path, Path]], db: Store | Path, options: EnvO
     store a command opened for writing (left open), or the file to open for this ingest."""
     started = time.perf_counter() if started is None else started
     result = IngestResult(db=db.path if isinstance(db, Store) else str(db))
+    with collecting() as result.timings:
+        _ingest_files(files, db, options, progress, started, result)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _ingest_files(files: list[tuple[Path, Path]], db: Store | Path, options: EnvOptions,
+                  progress: Progress | None, started: float, result: IngestResult) -> None:
+    """:func:`ingest_files` into ``result``."""
     with nullcontext(db) if isinstance(db, Store) else Store.open(db) as store:
         def record(res: FileResult) -> None:  # once per file (from its commit or after)
             if not result.files or result.files[-1] is not res:
@@ -149,14 +159,16 @@ def ingest_files(files: list[tuple[Path, Path]], db: Store | Path, options: EnvO
                     found.clear()  # (what was found of the last group's files)
                     members = [(*files[i], partial(look, i)) for i in group]
                     while members:
-                        done = (_ingest_group(store, members, options, progress, record)
-                                if len(members) > 1 else None)
+                        with phase(READ):
+                            done = (_ingest_group(store, members, options, progress, record)
+                                    if len(members) > 1 else None)
                         if done is None:  # one file, or a group that failed: one by one
                             for path, root, a in members:
                                 if interrupts.requested():
                                     raise KeyboardInterrupt
-                                record(_ingest_file(store, path, root, options, progress,
-                                                    record, a()))
+                                with phase(READ):
+                                    record(_ingest_file(store, path, root, options, progress,
+                                                        record, a()))
                             done = len(members)
                         members = members[done:]
                         store.yield_to_readers()  # a reader waiting sees the files so far
@@ -172,7 +184,7 @@ def ingest_files(files: list[tuple[Path, Path]], db: Store | Path, options: EnvO
             ahead.close()
             store.keep_sources(False)
         try:
-            with store.transaction(commit_memory=WRITE_MEMORY):
+            with store.transaction(commit_memory=WRITE_MEMORY), phase(COPIES):
                 read = [f.path for f in result.files if f.runs_created]
                 result.copies = take_back_copies(store, read + [
                     f.begins_with for f in result.files
@@ -189,11 +201,13 @@ def ingest_files(files: list[tuple[Path, Path]], db: Store | Path, options: EnvO
                 # the batch ranges `check` reads, kept per run: the lines of every log read
                 # now, in one pass (an ingest stopped before this leaves them short by whole
                 # files, which `check` finds by the line count and repairs)
-                summaries.fold_ranges(store, [(f.path, f.read_after) for f in result.files
-                                              if f.read_after is not None])
-                # the statistics `check` reads, kept per run: recomputed here for the runs
-                # whose data changed, so that no read command classifies them again
-                summaries.refresh(store)
+                with phase(JUDGED):
+                    summaries.fold_ranges(store, [(f.path, f.read_after)
+                                                  for f in result.files
+                                                  if f.read_after is not None])
+                    # the statistics `check` reads, kept per run: recomputed here for the
+                    # runs whose data changed, so that no read command classifies them again
+                    summaries.refresh(store)
         except KeyboardInterrupt:
             result.interrupted = True
             result.seconds = time.perf_counter() - started
@@ -204,8 +218,6 @@ def ingest_files(files: list[tuple[Path, Path]], db: Store | Path, options: EnvO
                 "SELECT source_path, line_no, duplicate_of FROM bench_results_all WHERE "
                 "duplicate_of IS NOT NULL AND source_path IN (SELECT unnest(?)) ORDER BY 1, 2",
                 [touched])]
-    result.seconds = time.perf_counter() - started
-    return result
 
 
 def _ingest_group(store: Store,

@@ -53,6 +53,8 @@ class IngestResult:
     copies: list[Any] = field(default_factory=list)
     """Files read now whose record lines all repeat another file's (``ingest.copies.Copy``):
     they made no run."""
+    timings: dict[str, float] = field(default_factory=dict)
+    """Seconds of each phase (:data:`logpipe.timings.PHASES`) of ``seconds``."""
 
     def count(self, status: str) -> int:
         return sum(1 for f in self.files if f.status == status)

@@ -23,6 +23,7 @@ from logpipe.env import (
 from logpipe.errors import InputError
 from logpipe.ingest.base import PARSER_VERSION, EnvOptions
 from logpipe.store import Store
+from logpipe.timings import ENVIRONMENTS, phase
 
 
 def environment_key(manifests: list[Path], options: EnvOptions) -> str:
@@ -57,6 +58,12 @@ def attach_envs(store: Store, files: list[tuple[str, list[Path]]],
     a group of small files costs the queries of one."""
     if not files:
         return
+    with phase(ENVIRONMENTS):
+        _attach_envs(store, files, options)
+
+
+def _attach_envs(store: Store, files: list[tuple[str, list[Path]]],
+                 options: EnvOptions) -> None:
     cache: dict[Path, Any] = {}
 
     def manifest(p: Path) -> Any:

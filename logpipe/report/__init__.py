@@ -96,8 +96,18 @@ def fleet_summary(result: FleetResult) -> str:
     return "\n".join(lines) + "\n"
 
 
-def ingest_summary(result: IngestResult) -> str:
-    """A few lines saying what an ingest did."""
+def timings_line(spent: dict[str, float], total: float) -> str:
+    """``phases: read and parse 1.69 s, load 0.60 s, ..., other 0.10 s`` (every phase of
+    :data:`logpipe.timings.PHASES`, in order; other: the rest of ``total``)."""
+    from logpipe.timings import PHASES
+
+    parts = [(name, spent.get(name, 0.0)) for name in PHASES]
+    parts.append(("other", max(0.0, total - sum(s for _, s in parts))))
+    return "phases: " + ", ".join(f"{name} {s:.2f} s" for name, s in parts)
+
+
+def ingest_summary(result: IngestResult, timings: bool = False) -> str:
+    """A few lines saying what an ingest did; ``timings``: and where its time went."""
     statuses = ["new", "appended", "truncated", "rewritten", "changed", "moved", "unchanged",
                 "duplicate", "skipped", "failed"]
     seen = ", ".join(f"{result.count(s)} {s}" for s in statuses if result.count(s))
@@ -113,6 +123,8 @@ def ingest_summary(result: IngestResult) -> str:
         f"  noise: {sum(f.noise for f in result.files)} line(s) counted in sources",
         f"  time: {result.seconds:.2f} s",
     ]
+    if timings:
+        lines.append("  " + timings_line(result.timings, result.seconds))
     if result.rows("bench_results"):
         dup = len(result.duplicates)
         lines.insert(3, f"  benchmark records: {result.rows('bench_results')}" + (

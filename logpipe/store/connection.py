@@ -17,6 +17,7 @@ import duckdb
 from logpipe import interrupts
 from logpipe.errors import DatabaseError
 from logpipe.store.schema import DEFAULT_DB
+from logpipe.timings import COMMIT, phase
 
 if TYPE_CHECKING:  # polars is imported where frames are written: an ingest of unchanged
 
@@ -210,7 +211,8 @@ class Connection:
         with interrupts.deferred():
             self._source_ids.clear()
             self._next_source_id = None
-            with self.memory_bound(commit_memory) if commit_memory else nullcontext():
+            with self.memory_bound(commit_memory) if commit_memory else nullcontext(), \
+                    phase(COMMIT):
                 self.con.execute("COMMIT")
             if on_commit is not None:
                 on_commit()
