@@ -386,7 +386,7 @@ def main() -> None:
         phases.append(_phases_row(name, said, time.perf_counter() - began))
         shutil.rmtree(parts, ignore_errors=True)
         parts.mkdir()
-        subprocess.run([PY, "-c", FLOOR_PARTS, str(db), str(parts)], check=True)
+        subprocess.run([PY, "-c", FLOOR_PARTS, str(db), str(parts), str(HERE)], check=True)
         shares = ("each file's as in its row; the copy's rows taken back" if name == FOLDER
                   else lane_shares(mix, files[0][1]))
         print(f"  lanes: {shares}; {args.repeat} interleaved round(s) ...", flush=True)

@@ -258,13 +258,16 @@ def sglang_parser(workdir: Path) -> Path | None:
 FLOOR_PARTS = """
 import sys
 import duckdb
-from logpipe.store import stored, stored_tables
+from logpipe.store import stored
+sys.path.insert(0, sys.argv[3])
+from peers.storage_floor import floor_tables
 con = duckdb.connect(sys.argv[1], read_only=True)
-for table in stored_tables():
+for table in floor_tables():
     con.execute(f"COPY (SELECT * FROM {stored(table)}) TO '{sys.argv[2]}/{table}-0.parquet' "
                 "(FORMAT parquet, COMPRESSION lz4)")
 """
-"""Writes the stored rows of an ingested database as Parquet: the storage floor's input."""
+"""Writes the stored rows of an ingested database as Parquet: the storage floor's input
+(arguments: the database, the folder of Parquet files, this folder)."""
 
 
 def main() -> None:
@@ -302,7 +305,7 @@ def main() -> None:
     parts = work / "floor-parts"
     shutil.rmtree(parts, ignore_errors=True)
     parts.mkdir()
-    subprocess.run([PY, "-c", FLOOR_PARTS, str(db), str(parts)], check=True)
+    subprocess.run([PY, "-c", FLOOR_PARTS, str(db), str(parts), str(HERE)], check=True)
     floor_db = work / "floor.duckdb"
     rm_floor = [PY, "-c", f"import pathlib; [pathlib.Path(p).unlink(missing_ok=True) for p in "
                           f"({str(floor_db)!r}, {str(floor_db) + '.wal'!r})]"]
