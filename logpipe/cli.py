@@ -153,8 +153,8 @@ def ingest(
     if lake is not None:
         from logpipe.fleet import ingest_to_lake
 
-        if run or replace:
-            _fail(LogpipeError("--run and --replace are not available with --lake",
+        if run or replace or timings:
+            _fail(LogpipeError("--run, --replace and --timings are not available with --lake",
                                hint="ingest into a database for them, then logpipe export"))
         try:
             fleet = ingest_to_lake(list(paths), lake, runner=runner or "local",

@@ -195,5 +195,9 @@ def test_ingest_says_where_its_time_went(tmp_path: Path) -> None:
     for name in ("read and parse", "judged counts"):
         assert seconds[name] > 0, name  # (8 runs made: their lines read and classified)
     plain = runner.invoke(app, ["ingest", str(SAMPLES / "real-cpu"), "--db",
-                                str(tmp_path / "u.duckdb")]).stdout
-    assert "phases:" not in plain
+                                str(tmp_path / "t.duckdb")]).stdout  # (unchanged: quick)
+    assert "time:" in plain and "phases:" not in plain
+    lake = runner.invoke(app, ["ingest", str(SAMPLES / "real-cpu"), "--lake",
+                               str(tmp_path / "lake"), "--timings"])
+    assert lake.exit_code != 0 and "--timings are not available with --lake" in lake.output
+    assert not (tmp_path / "lake").exists()
