@@ -14,8 +14,7 @@ import pytest
 import logpipe.ingest as ingest_module
 from logpipe.engines.sglang import logparser
 from logpipe.ingest import ahead, group, ingest_paths, logfile
-from logpipe.store import INTERNAL, spool
-from tests.conftest import query
+from logpipe.store import spool
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_logs"
 # what differs by construction between two ingests of the same files
@@ -153,20 +152,6 @@ def messy_serial(tmp_path_factory: pytest.TempPathFactory
         result = ingest_paths([logs], root / "serial.duckdb")
     return logs, sorted((f.path, f.status) for f in result.files), _tables(
         root / "serial.duckdb")
-
-
-def test_every_run_of_a_messy_folder_has_one_environment_and_no_other_is_kept(
-        messy_serial: tuple[Path, list[tuple[str, str]], dict[str, list[tuple]]]) -> None:
-    """After a folder with a quotation (its runs taken back) and a copy: every run kept
-    has its environment (``run_envs``, shown in ``runs.env``) and no environment row names
-    a run that is not there (``run_envs``, ``run_env``)."""
-    logs, _, _ = messy_serial
-    db = logs.parent / "serial.duckdb"
-    for table in (f"{INTERNAL}.run_envs", "run_env"):
-        assert query(db, f"SELECT count(*) FROM {table} WHERE run_id NOT IN "
-                         f"(SELECT run_id FROM {INTERNAL}.runs)") == [(0,)], table
-    assert query(db, f"SELECT count(*) FROM {INTERNAL}.runs WHERE run_id NOT IN "
-                     f"(SELECT run_id FROM {INTERNAL}.run_envs)") == [(0,)]
 
 
 @pytest.mark.parametrize("workers", ["threads", "processes"])
