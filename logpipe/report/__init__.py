@@ -18,6 +18,7 @@ from logpipe.report.comparisons import (
     comparisons_json,
 )
 from logpipe.report.tables import FORMATS, num_text, rows_text, value_text
+from logpipe.timings import PHASES
 
 __all__ = [
     "FORMATS",
@@ -99,8 +100,6 @@ def fleet_summary(result: FleetResult) -> str:
 def timings_line(spent: dict[str, float], total: float) -> str:
     """``phases: read and parse 1.69 s, load 0.60 s, ..., other 0.10 s`` (every phase of
     :data:`logpipe.timings.PHASES`, in order; other: the rest of ``total``)."""
-    from logpipe.timings import PHASES
-
     parts = [(name, spent.get(name, 0.0)) for name in PHASES]
     parts.append(("other", max(0.0, total - sum(s for _, s in parts))))
     return "phases: " + ", ".join(f"{name} {s:.2f} s" for name, s in parts)

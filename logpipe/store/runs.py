@@ -7,7 +7,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from logpipe.store.frames import FrameRows
-from logpipe.store.schema import INTERNAL, LINKED_TABLES, record_tables, run_tables, stored
+from logpipe.store.schema import (
+    INTERNAL,
+    LINKED_TABLES,
+    RUN_ENV_TABLES,
+    record_tables,
+    run_tables,
+    stored,
+)
 
 if TYPE_CHECKING:
 
@@ -47,7 +54,7 @@ class RunRows(FrameRows):
         for table in LINKED_TABLES:
             self.con.execute(f"UPDATE {stored(table)} SET run_id = NULL, link_method = NULL "
                              "WHERE run_id IN (SELECT unnest(?))", [run_ids])
-        for table in ("run_env", stored("run_envs")):
+        for table in RUN_ENV_TABLES:
             self.con.execute(f"DELETE FROM {table} WHERE run_id IN (SELECT unnest(?))",
                              [run_ids])
         self.con.execute(f"DELETE FROM {stored('runs')} WHERE run_id IN (SELECT unnest(?))",
@@ -176,8 +183,8 @@ class RunRows(FrameRows):
             return
         ids = [run_id for run_id, _, _ in envs]
         self.update_runs([(run_id, columns) for run_id, _, columns in envs])
-        self.con.execute(f"DELETE FROM {stored('run_envs')} WHERE run_id IN "
-                         "(SELECT unnest(?))", [ids])
+        for table in RUN_ENV_TABLES:  # (the old ones first; one statement each)
+            self.con.execute(f"DELETE FROM {table} WHERE run_id IN (SELECT unnest(?))", [ids])
         self.con.execute(
             f"INSERT INTO {stored('run_envs')} (run_id, env, env_fingerprint) SELECT "
             "unnest(?::VARCHAR[]), unnest(?::JSON[]), unnest(?::VARCHAR[])",
@@ -194,9 +201,7 @@ class RunRows(FrameRows):
             columns["tier"] += [e.tier for e in entries]
             columns["source"] += [e.source for e in entries]
             columns["conflict"] += [e.conflict for e in entries]
-        # one statement each, not one per key: DuckDB's inserts are per call
-        self.con.execute("DELETE FROM run_env WHERE run_id IN (SELECT unnest(?))", [ids])
-        if columns["key"]:
+        if columns["key"]:  # one statement, not one per key: DuckDB's inserts are per call
             import polars as pl
 
             self.insert("run_env", pl.DataFrame(columns, schema=dict.fromkeys(columns,

@@ -108,6 +108,11 @@ def data_view_sql(table: str, columns: list[str]) -> str:
     return sql
 
 
+RUN_ENV_TABLES = ("run_env", f"{INTERNAL}.run_envs")
+"""Where a run's environment is kept besides its row (keyed by ``run_id``): its entries as
+rows, and ``runs.env`` with its fingerprint (:data:`SIDE_COLUMNS`); written together
+(:meth:`logpipe.store.runs.RunRows.set_run_envs`) and taken with the run."""
+
 SIDE_COLUMNS: dict[str, tuple[str, dict[str, tuple[str, str | None]]]] = {
     "runs": ("run_envs", {"env_fingerprint": ("role", None),
                           "env": ("server_args_raw", "'{}'::JSON")}),

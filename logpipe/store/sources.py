@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from logpipe.store.schema import INTERNAL, stored, stored_tables
+from logpipe.store.schema import INTERNAL, RUN_ENV_TABLES, stored, stored_tables
 
 if TYPE_CHECKING:  # polars is imported where frames are written: an ingest of unchanged
 
@@ -159,7 +159,7 @@ class SourceRows(Connection):
         self._source_ids.pop(path, None)
         row = self.one("SELECT source_id FROM sources WHERE path = ?", [path])
         if row is not None and row[0] is not None:
-            for table in ("run_env", stored("run_envs")):
+            for table in RUN_ENV_TABLES:
                 self.con.execute(f"DELETE FROM {table} WHERE run_id IN (SELECT run_id FROM "
                                  f"{stored('runs')} WHERE source_id = ?)", [row[0]])
             for table in stored_tables():
