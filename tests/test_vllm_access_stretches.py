@@ -118,3 +118,19 @@ def test_the_stretches_take_the_plain_lines():
     plain = sum(1 for ln in lines if ln.startswith('INFO:     127.0.0.1:') and ln.endswith(" OK")
                 and "/start_profile" not in ln)
     assert taken >= plain
+
+
+def test_access_lines_before_any_stamp_have_no_time(monkeypatch: pytest.MonkeyPatch):
+    """A log cut by rotation may open with access lines: no stamp has been seen, so their
+    time is NULL both ways, and the stretch after a stamped line takes its time."""
+    real = (SAMPLES / "real-vllm-cpu-counters" / "real-vllm-cpu-counters-ngram-r1"
+            / "server.log").read_text().splitlines()
+    stats = next(ln for ln in real if "Engine 000:" in ln)
+    access = [f'INFO:     127.0.0.1:{p} - "POST /v1/completions HTTP/1.1" 200 OK'
+              for p in range(1000, 1040)]
+    data = ("\n".join([*access, stats, *access]) + "\n").encode()
+    assert _same(data, 1 << 20, monkeypatch) == 80
+    tables = _parse(data, 1 << 20, True, monkeypatch)[0]
+    ts = tables["http_requests"]["ts"]
+    assert ts[:40].null_count() == 40 and ts[40:].null_count() == 0
+    assert ts[40:].n_unique() == 1 and ts[40] == tables["vllm_stats"]["ts"][0]

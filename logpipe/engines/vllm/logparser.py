@@ -171,11 +171,14 @@ def _stretch_rows(access: pl.DataFrame,
     within = rows - np.repeat(np.cumsum(counts) - counts, counts)
     take = np.repeat(np.array(first, dtype=np.int64), counts) + within
     line_no = np.repeat(np.array(line, dtype=np.int64), counts) + within
-    return access[take].select(
+    # (rows ascending, each once: all of them is the usual block, kept as it is)
+    taken = access if len(take) == access.height else access[take]
+    stamps = np.array([np.datetime64(t, "us") if t is not None else np.datetime64("NaT")
+                       for t in ts], dtype="datetime64[us]")
+    return taken.select(
         pl.Series("run_seq", np.repeat(np.array(run, dtype=np.int64), counts)),
         pl.Series("line_no", line_no),
-        pl.Series("ts", ts, dtype=pl.Datetime("us")).gather(
-            np.repeat(np.arange(len(ts)), counts)),
+        pl.Series("ts", np.repeat(stamps, counts), dtype=pl.Datetime("us")),
         "client", "method", "path", "protocol", "status", "status_text")
 
 
@@ -184,13 +187,13 @@ def _stretches(access: pl.DataFrame) -> list[tuple[int, int, int]]:
     first row of ``access``)."""
     if access.height == 0:
         return []
-    idx = access["idx"]
-    new = (idx.diff().fill_null(0) != 1).arg_true().to_list()
-    if not new or new[0] != 0:
-        new = [0, *new]
-    ends = [*new[1:], access.height]
-    values = idx.to_list()
-    return [(values[a], values[b - 1] + 1, a) for a, b in zip(new, ends, strict=True)]
+    idx = access["idx"].to_numpy()
+    # (in numpy: a busy server's 8 MB block holds ~80,000 access lines and a few hundred
+    # stretches; a Python list of every index took 0.1 s of a 256 MB log's 1.2 s parse)
+    new = np.flatnonzero(np.diff(idx) != 1) + 1
+    starts = np.concatenate(([0], new)).tolist()
+    ends = np.concatenate((new, [access.height])).tolist()
+    return [(int(idx[a]), int(idx[b - 1]) + 1, a) for a, b in zip(starts, ends, strict=True)]
 
 
 class VLLMLogParser:
@@ -272,8 +275,8 @@ class VLLMLogParser:
                             ("events", out.events), ("http_requests", out.http),
                             ("rejects", out.rejects)):
             if rows:
-                tables[table] = pl.DataFrame([{k: r.get(k) for k in SCHEMAS[table]}
-                                              for r in rows], schema=SCHEMAS[table])
+                tables[table] = pl.DataFrame({k: [r.get(k) for r in rows]
+                                              for k in SCHEMAS[table]}, schema=SCHEMAS[table])
         if access is not None:
             tables["http_requests"] = (pl.concat([tables["http_requests"], access])
                                        if "http_requests" in tables else access)
