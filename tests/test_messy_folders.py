@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -108,6 +108,43 @@ def test_a_guessed_date_takes_no_benchmark_by_time_window(tmp_path: Path) -> Non
                      "'%timeonly.log'") == [(datetime(2026, 7, 1).date(),)]
     assert query(db, "SELECT count(*) FROM bench_results WHERE run_id IS NOT NULL") == [(0,)]
     assert len(result.unlinked) == 2
+
+
+def _decode_lines(start: datetime, minutes: list[int]) -> str:
+    line = ("[{}] Decode batch, #running-req: 1, #token: 14, token usage: 0.00, "
+            "cpu graph: False, gen throughput (token/s): 143.58, #queue-req: 0")
+    return "".join(line.format((start + timedelta(minutes=m)).strftime("%Y-%m-%d %H:%M:%S"))
+                   + "\n" for m in minutes)
+
+
+def test_a_span_longer_than_its_records_justify_takes_no_benchmark(tmp_path: Path) -> None:
+    """Time-window linking trusts a run's span only where its records justify it (an hour
+    a record): a run of ten lines over two and a half hours takes the benchmark written
+    inside it; one of two lines three hours apart (a notes file quoting two lines) does
+    not, and its benchmark stays unlinked."""
+    start = datetime(2026, 7, 1, 9, 0, 0)
+    for days, (folder, minutes) in enumerate((("long", list(range(0, 151, 15))),
+                                              ("sparse", [0, 180]))):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "a.log").write_text(_decode_lines(start, minutes))
+        # a second run in the folder, days later: linking must choose by time
+        (tmp_path / folder / "b.log").write_text(
+            _decode_lines(start + timedelta(days=1 + days), [0, 1, 2]))
+        shutil.copy(BENCH, tmp_path / folder / "bench.jsonl")
+        inside = (start + timedelta(minutes=100)).timestamp()
+        os.utime(tmp_path / folder / "bench.jsonl", (inside, inside))
+    db = tmp_path / "db.duckdb"
+    ingest_paths([tmp_path], db)
+    assert query(db, "SELECT r.source_path, count(*) FROM runs r JOIN batches b "
+                     "USING (run_id) GROUP BY 1 ORDER BY 1") == [
+        (str(tmp_path / "long" / "a.log"), 11), (str(tmp_path / "long" / "b.log"), 3),
+        (str(tmp_path / "sparse" / "a.log"), 2), (str(tmp_path / "sparse" / "b.log"), 3)]
+    linked = query(db, "SELECT DISTINCT b.source_path, r.source_path, b.link_method "
+                       "FROM bench_results b LEFT JOIN runs r USING (run_id) ORDER BY 1")
+    assert linked == [
+        (str(tmp_path / "long" / "bench.jsonl"), str(tmp_path / "long" / "a.log"),
+         "time window"),
+        (str(tmp_path / "sparse" / "bench.jsonl"), None, None)]
 
 
 def test_summaries_name_things(tmp_path: Path) -> None:

@@ -52,21 +52,44 @@ def mark_duplicate_benchmarks(store: Store) -> None:
 SPAN_PER_RECORD_S = 3600
 """A run's span is implausible beyond an hour per record line it holds (and an hour)."""
 
-_RUN_SPANS_SQL = f"""
-WITH n AS (
-    SELECT run_id, sum(k) AS records FROM (
-        SELECT run_id, count(*) AS k FROM batches GROUP BY run_id
-        UNION ALL SELECT run_id, count(*) FROM events GROUP BY run_id
-        UNION ALL SELECT run_id, count(*) FROM http_requests GROUP BY run_id)
-    GROUP BY run_id
-)
-SELECT r.run_id, r.source_path, r.started_at, r.ended_at, r.utc_offset_s,
-       coalesce(r.clock_source, '') NOT LIKE '%date inferred%'
-       AND NOT (epoch(r.ended_at) - epoch(r.started_at) > {SPAN_PER_RECORD_S}
-                AND epoch(r.ended_at) - epoch(r.started_at)
-                    > {SPAN_PER_RECORD_S} * coalesce(n.records, 0)) AS trusted
-FROM runs r LEFT JOIN n USING (run_id)
+_RUN_SPANS_SQL = """
+SELECT run_id, source_path, started_at, ended_at, utc_offset_s,
+       coalesce(clock_source, '') NOT LIKE '%date inferred%' AS dated,
+       epoch(ended_at) - epoch(started_at) AS span_s
+FROM runs
 """
+
+_RECORDS_SQL = """
+SELECT run_id, sum(k) FROM (
+    SELECT run_id, count(*) AS k FROM batches WHERE run_id IN (SELECT unnest(?)) GROUP BY run_id
+    UNION ALL SELECT run_id, count(*) FROM events WHERE run_id IN (SELECT unnest(?))
+    GROUP BY run_id
+    UNION ALL SELECT run_id, count(*) FROM http_requests WHERE run_id IN (SELECT unnest(?))
+    GROUP BY run_id)
+GROUP BY run_id
+"""
+
+
+def _run_spans(store: Store, folders: set[str]
+               ) -> dict[str, list[tuple[str, Any, Any, frozenset[str]]]]:
+    """The runs whose logs lie in ``folders``, by folder: (run id, start and end as UTC
+    instants or None where the span is not to be trusted, name stem).  A span whose date
+    was guessed from the file's modification time, or longer than the records it holds
+    justify (a notes file quoting two lines months apart), takes no record by time window:
+    a wrong link is worse than none.  Records are counted only for the runs longer than
+    :data:`SPAN_PER_RECORD_S` (counting every run's read every row of a large database on
+    every ingest)."""
+    runs = [r for r in store.all(_RUN_SPANS_SQL) if str(Path(r[1]).parent) in folders]
+    long = [r[0] for r in runs if r[6] is not None and r[6] > SPAN_PER_RECORD_S]
+    records = {str(k): int(n) for k, n in store.all(_RECORDS_SQL, [long] * 3)} if long else {}
+    by_folder: dict[str, list[tuple[str, Any, Any, frozenset[str]]]] = {}
+    for run_id, src, start, end, offset, dated, span in runs:  # spans as instants (one clock)
+        trusted = bool(dated) and span is not None and not (
+            span > SPAN_PER_RECORD_S and span > SPAN_PER_RECORD_S * records.get(run_id, 0))
+        by_folder.setdefault(str(Path(src).parent), []).append(
+            (run_id, clock.to_utc(start, offset) if trusted else None,
+             clock.to_utc(end, offset) if trusted else None, name_stem(src)))
+    return by_folder
 
 
 ROLE_WORDS = frozenset({
@@ -115,20 +138,14 @@ def link_records(store: Store) -> list[str]:
     (:meth:`Store.derive_profiled`, run after linking).
     """
     by_profile_id = link_by_profile_id(store)
-    runs = store.all(_RUN_SPANS_SQL)
-    by_folder: dict[str, list[tuple[str, Any, Any, frozenset[str]]]] = {}
-    for run_id, src, start, end, offset, trusted in runs:  # spans as instants (one clock)
-        # a span whose date was guessed from the file's mtime, or longer than the records
-        # it holds justify (a notes file quoting two lines months apart), takes no record
-        # by time window: a wrong link is worse than none
-        by_folder.setdefault(str(Path(src).parent), []).append(
-            (run_id, clock.to_utc(start, offset) if trusted else None,
-             clock.to_utc(end, offset) if trusted else None, name_stem(src)))
-    for table in LINKED_TABLES:
-        files = store.all(
-            f"SELECT DISTINCT t.source_path, {LINK_TIME.get(table, 'NULL')}, s.mtime "
-            f"FROM {table} t JOIN sources s ON s.path = t.source_path "
-            f"WHERE coalesce(t.link_method, '') NOT IN ('explicit', '{IN_LOG}')")
+    to_link = {table: store.all(
+        f"SELECT DISTINCT t.source_path, {LINK_TIME.get(table, 'NULL')}, s.mtime "
+        f"FROM {table} t JOIN sources s ON s.path = t.source_path "
+        f"WHERE coalesce(t.link_method, '') NOT IN ('explicit', '{IN_LOG}')")
+        for table in LINKED_TABLES}
+    folders = {_run_folder(str(src)) for files in to_link.values() for src, *_ in files}
+    by_folder = _run_spans(store, folders) if folders else {}
+    for table, files in to_link.items():
         for src, utc_time, local_mtime in files:
             # a trace's first event is UTC; a file's modification time is this host's
             mtime = utc_time if utc_time is not None else clock.file_time_utc(local_mtime)
