@@ -54,15 +54,17 @@ while a few runs of a large database are cheaper alone."""
 _ONE_BY_ONE = 4
 
 
-def stale(store: Store) -> list[tuple[str, str]]:
+def stale(store: Store, kept: bool = False) -> list[tuple[str, str]]:
     """(run_id, current key) of every run whose cached statistics are missing or out of
     date: the key is the run's data key and the rules version (:mod:`logpipe.rules`), so
-    statistics computed by other steady-state rules are never served."""
+    statistics computed by other steady-state rules are never served.  ``kept``: the data
+    keys from the kept ranges (exact once :func:`settle_ranges` has run), not from every
+    batch line."""
     return [(str(r), str(k)) for r, k in store.all(
-        "SELECT k.run_id, k.data_key || '|' || ? AS key FROM run_data_keys k "
+        "SELECT k.run_id, k.data_key || '|' || ? AS key FROM run_data_keys_of(?) k "
         "LEFT JOIN logpipe_internal.run_summary_cache c USING (run_id) "
         "WHERE c.data_key IS DISTINCT FROM k.data_key || '|' || ?",
-        [rules_key(), rules_key()])]
+        [rules_key(), kept, rules_key()])]
 
 
 def current(store: Store, run_ids: list[str]) -> bool:
@@ -139,11 +141,12 @@ def counts_of(run_ids: list[str], big: set[str] | None = None
                    for r in one_by_one]
 
 
-def refresh(store: Store) -> int:
+def refresh(store: Store, kept: bool = False) -> int:
     """Recompute the kept counts and statistics of stale runs (the lines classified once:
     the statistics come from the counts) and drop those of runs gone; returns the number
-    recomputed.  Call inside a write transaction or with autocommit."""
-    todo = stale(store)
+    recomputed.  ``kept``: stale by the kept ranges (:func:`stale`).  Call inside a write
+    transaction or with autocommit."""
+    todo = stale(store, kept)
     for table in ("run_summary_cache", "run_judged_cache"):
         store.con.execute(f"DELETE FROM logpipe_internal.{table} WHERE run_id NOT IN "
                           "(SELECT run_id FROM runs)")
@@ -227,6 +230,30 @@ SELECT c.run_id FROM (SELECT run_id, count(*) AS batch_lines FROM batches GROUP 
 LEFT JOIN logpipe_internal.run_batch_ranges_cache k USING (run_id)
 WHERE k.batch_lines IS DISTINCT FROM c.batch_lines
 """
+
+
+def settle_ranges(store: Store, read: list[tuple[str, int]]) -> None:
+    """Bring the kept ranges up to those of every file written since the last ingest
+    ended: ``read``, each ``(source_path, after_line)`` an ingest read now (its lines past
+    ``after_line``, as :func:`fold_ranges`), and whole any other file whose ``sha256``
+    differs from the one settled (rows written by an ingest stopped before its end).
+    Then the kept ranges are exact for every run (but for rows changed by hand, which
+    `check` finds) and :func:`refresh` may compare the kept keys.  Call inside a write
+    transaction; :func:`settled` ends it."""
+    now = {p for p, _ in read}
+    left = [str(p) for (p,) in store.all(
+        "SELECT s.path FROM sources s LEFT JOIN logpipe_internal.settled_sources t "
+        "ON t.path = s.path WHERE t.path IS NULL OR t.sha256 IS DISTINCT FROM s.sha256 "
+        "ORDER BY 1")]
+    fold_ranges(store, [*read, *((p, 0) for p in left if p not in now)])
+
+
+def settled(store: Store) -> None:
+    """Record every source's hash as settled (after :func:`settle_ranges` and
+    :func:`refresh`, in the same transaction)."""
+    store.con.execute("DELETE FROM logpipe_internal.settled_sources")
+    store.con.execute("INSERT INTO logpipe_internal.settled_sources SELECT path, sha256 "
+                      "FROM sources")
 
 
 def ranges_drifted(store: Store, live: str | None = None) -> list[str]:

@@ -238,3 +238,54 @@ def test_runs_loaded_together_are_each_loaded_alone(sample_db: Path, tmp_path: P
         warm = Warmup(lines=3)  # (counted from the lines, run by run)
         for ref, run in zip(refs[:3], load_runs(store, refs[:3], warm), strict=True):
             _same_run(run, load_runs(store, [ref], warm)[0])
+
+
+def test_an_ingest_stopped_before_its_end_is_settled_by_the_next(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ingest compares the kept ranges, not every line, to find the runs whose statistics
+    changed: a log appended to and read by an ingest stopped after the file's commit but
+    before its last transaction (ranges and statistics not brought up to date) is settled
+    by the next ingest, which reads no line of it (unchanged since), as a clean ingest of
+    the whole log would be; and an ingest that changed nothing recomputes nothing."""
+    from logpipe.ingest import IngestInterrupted, ingest_paths
+    from tests.conftest import SAMPLES
+
+    lines = (SAMPLES / "real-cpu" / "real-cpu-baseline-r1" / "server.log").read_text(
+        ).splitlines(keepends=True)
+    log = tmp_path / "logs" / "server.log"
+    log.parent.mkdir()
+    log.write_text("".join(lines[:200]))
+    db = tmp_path / "db.duckdb"
+    ingest_paths([log.parent], db)
+    with log.open("a") as f:
+        f.write("".join(lines[200:]))
+
+    def stop(store: Store, kept: bool = False) -> int:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(summaries, "refresh", stop)
+        with pytest.raises(IngestInterrupted):
+            ingest_paths([log.parent], db)
+    with Store.open(db, read_only=True) as store:  # the append committed, not settled
+        assert store.one("SELECT lines FROM sources") == (len(lines),)
+        assert summaries.stale(store) and not summaries.stale(store, kept=True)
+    again = ingest_paths([log.parent], db)
+    assert [f.status for f in again.files] == ["unchanged"]
+    clean = tmp_path / "clean.duckdb"
+    ingest_paths([log.parent], clean)
+    for path in (db, clean):
+        with Store.open(path, read_only=True) as store:
+            assert summaries.stale(store) == [] and summaries.stale(store, kept=True) == []
+            assert summaries.ranges_drifted(store, "main.run_batch_ranges") == []
+            assert _rows(store, f"SELECT {COLS} FROM logpipe_internal.run_judged_cache") == \
+                _rows(store, f"SELECT {COLS} FROM run_judged_counts(NULL)")
+            assert len(_rows(store, "SELECT * FROM run_judged_counts(NULL)")) > 20
+    calls: list[object] = []
+    refresh, fold = summaries.refresh, summaries.fold_ranges
+    monkeypatch.setattr(summaries, "refresh",
+                        lambda store, kept=False: calls.append(refresh(store, kept)) or 0)
+    monkeypatch.setattr(summaries, "fold_ranges",
+                        lambda store, files: calls.append(files) or fold(store, files))
+    ingest_paths([log.parent], db)
+    assert calls == [[], 0]  # no file's ranges folded, no run recomputed

@@ -35,7 +35,7 @@ def test_show_tables_is_the_documented_contract(db: Path) -> None:
         db, "SELECT table_name FROM duckdb_tables() WHERE schema_name = ?", [INTERNAL])}
     assert {"runs", "run_envs", *data_tables(), "run_summary_cache", "run_judged_cache",
             "pair_verdict_cache", "run_batch_ranges_cache", "schema_migrations", "schema_views",
-            "source_generations", "labels", "engine_migrations"} == internal
+            "source_generations", "labels", "engine_migrations", "settled_sources"} == internal
 
 
 def test_rows_are_stored_by_source_id_and_shown_with_their_path(db: Path) -> None:

@@ -199,15 +199,17 @@ def _ingest_files(files: list[tuple[Path, Path]], db: Store | Path, options: Env
                 apply_trace_env(store, options.tiers or Tiers.load())
                 store.derive_profiled()
                 # the batch ranges `check` reads, kept per run: the lines of every log read
-                # now, in one pass (an ingest stopped before this leaves them short by whole
-                # files, which `check` finds by the line count and repairs)
+                # now, in one pass, and those of any file an ingest stopped before this
+                # left unsettled
                 with phase(JUDGED):
-                    summaries.fold_ranges(store, [(f.path, f.read_after)
-                                                  for f in result.files
-                                                  if f.read_after is not None])
+                    summaries.settle_ranges(store, [(f.path, f.read_after)
+                                                    for f in result.files
+                                                    if f.read_after is not None])
                     # the statistics `check` reads, kept per run: recomputed here for the
-                    # runs whose data changed, so that no read command classifies them again
-                    summaries.refresh(store)
+                    # runs whose data changed (by the kept ranges: no line is read when
+                    # nothing changed), so that no read command classifies them again
+                    summaries.refresh(store, kept=True)
+                    summaries.settled(store)
         except KeyboardInterrupt:
             result.interrupted = True
             result.seconds = time.perf_counter() - started

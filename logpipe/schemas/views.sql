@@ -282,15 +282,22 @@ CREATE OR REPLACE VIEW run_batch_ranges AS SELECT * FROM run_batch_ranges_of(NUL
 
 -- What a run's statistics are computed from, as one key per run: its batch lines and the
 -- events that bound its steady state (ready, profiling start/stop).
-CREATE OR REPLACE VIEW run_data_keys AS
+-- run_data_keys_of(kept): the same from the ranges ingest kept (`kept` true: a read of a
+-- few hundred rows instead of every batch line; what ingest compares after folding the
+-- ranges of every file written since the last ingest ended) or from the lines (false).
+CREATE OR REPLACE MACRO run_data_keys_of(kept) AS TABLE
 SELECT r.run_id,
        concat_ws('|', coalesce(b.batch_lines, 0), b.lines_hash, coalesce(e.n, 0), e.h)
          AS data_key
 FROM runs r
-LEFT JOIN run_batch_ranges b USING (run_id)
+LEFT JOIN (SELECT * FROM run_batch_ranges WHERE NOT kept
+           UNION ALL
+           SELECT * FROM logpipe_internal.run_batch_ranges_cache WHERE kept) b USING (run_id)
 LEFT JOIN (SELECT run_id, count(*) AS n, sum(hash(line_no, kind)) AS h FROM events
            WHERE kind IN ('ready', 'profiling_start', 'profiling_stop')
            GROUP BY run_id) e USING (run_id);
+
+CREATE OR REPLACE VIEW run_data_keys AS SELECT * FROM run_data_keys_of(false);
 
 -- One row per run: what the log says about its steady state.
 CREATE OR REPLACE VIEW run_summary AS
