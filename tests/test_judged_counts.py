@@ -289,3 +289,25 @@ def test_an_ingest_stopped_before_its_end_is_settled_by_the_next(
                         lambda store, files: calls.append(files) or fold(store, files))
     ingest_paths([log.parent], db)
     assert calls == [[], 0]  # no file's ranges folded, no run recomputed
+
+
+@pytest.mark.parametrize("one_by_one", [0, 1000])
+def test_current_runs_are_found_by_a_list_or_run_by_run(
+        sample_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        one_by_one: int) -> None:
+    """Whether a run's kept rows are current is read from its own lines (a statement a
+    run, for a few) or from a list of runs (one pass): the same answer, a changed run not
+    current either way, and a run named twice or unknown changes nothing."""
+    monkeypatch.setattr(summaries, "KEYS_ONE_BY_ONE", one_by_one)
+    db = tmp_path / "copy.duckdb"
+    shutil.copy(sample_db, db)
+    with Store.open(db) as store:
+        ids = [r for (r,) in store.all("SELECT run_id FROM runs ORDER BY 1")]
+        assert len(ids) > 30 and summaries.kept_of(store, ids) == set(ids)
+        (rid,) = store.one("SELECT min(run_id) FROM logpipe_internal.batches")
+        store.con.execute("DELETE FROM logpipe_internal.batches WHERE run_id = ? AND line_no "
+                          "= (SELECT max(line_no) FROM batches WHERE run_id = ?)", [rid, rid])
+        assert summaries.kept_of(store, [*ids, ids[0], "no such run"]) == set(ids) - {rid}
+        assert summaries.kept_of(store, [rid, rid]) == set()
+        other = next(r for r in ids if r != rid)
+        assert not summaries.current(store, [rid]) and summaries.current(store, [other])
