@@ -185,10 +185,14 @@ class RunRows(FrameRows):
         self.update_runs([(run_id, columns) for run_id, _, columns in envs])
         for table in RUN_ENV_TABLES:  # (the old ones first; one statement each)
             self.con.execute(f"DELETE FROM {table} WHERE run_id IN (SELECT unnest(?))", [ids])
-        self.con.execute(
-            f"INSERT INTO {stored('run_envs')} (run_id, env, env_fingerprint) SELECT "
-            "unnest(?::VARCHAR[]), unnest(?::JSON[]), unnest(?::VARCHAR[])",
-            [ids, [env.json for _, env, _ in envs], [env.fingerprint for _, env, _ in envs]])
+        import polars as pl
+
+        # as a frame, not as list parameters: 1,586 environments of ~54 KB took 0.83-0.92 s
+        # as parameters, 0.33-0.34 s as a frame
+        self.insert_rows("run_envs", pl.DataFrame(
+            {"run_id": ids, "env": [env.json for _, env, _ in envs],
+             "env_fingerprint": [env.fingerprint for _, env, _ in envs]},
+            schema=dict.fromkeys(("run_id", "env", "env_fingerprint"), pl.String)))
         # built column by column (a file of 1,500 launches writes ~900,000 entries: rows of
         # tuples cost twice as much)
         columns: dict[str, list[Any]] = {c: [] for c in (
@@ -202,8 +206,6 @@ class RunRows(FrameRows):
             columns["source"] += [e.source for e in entries]
             columns["conflict"] += [e.conflict for e in entries]
         if columns["key"]:  # one statement, not one per key: DuckDB's inserts are per call
-            import polars as pl
-
             self.insert("run_env", pl.DataFrame(columns, schema=dict.fromkeys(columns,
                                                                              pl.String)))
 
