@@ -525,10 +525,12 @@ def build_report(db: StoreOrPath, out: str | Path, refs: list[str] | None = None
     groups, the timelines with warm-up shaded, distributions and latency.  One store
     serves all of it (opened here from a path, or the caller's)."""
     with using(db, read_only=True) as store:
+        # the checks first: they lay their own tables over the views and drop them after
+        sections = _checks_section(store) if with_checks else []
         with summaries.shadowed(store):  # the views of every run's statistics, read once
             runs = _pick_runs(store, refs, plan)
             blocks = _figures(store, runs)
-        sections = _sections(store, runs, with_checks)
+            sections += _tables(store, runs)
         source = store.path
     names = [n for _, n in runs]
     parts = [
@@ -588,24 +590,18 @@ def _figures(store: Store, runs: list[tuple[str, str]]) -> list[tuple[str, Any, 
     return blocks
 
 
-def _sections(store: Store, runs: list[tuple[str, str]],
-              with_checks: bool) -> list[tuple[str, str]]:
-    """The closing sections: checks, launch noise, phase shares, profiling overhead,
-    top kernels."""
+def _checks_section(store: Store) -> list[tuple[str, str]]:
+    """The checks' section (the closing sections follow it: launch noise, phase shares,
+    profiling overhead, top kernels, :func:`_tables`)."""
     from logpipe.checks import load_suites, run_checks
 
-    sections: list[tuple[str, str]] = []
-    if with_checks:
-        report = run_checks(store, load_suites())
-        rows = [[r.status, r.check.suite, r.check.name,
-                 "; ".join(", ".join(f"{k}={v}" for k, v in row.items())
-                           for row in r.failing[:10]) or (r.error or "")]
-                for r in report.results]
-        sections.append((f"Checks (exit {report.exit_code})",
-                         _table(["status", "suite", "check", "failing rows"], rows)))
-    with summaries.shadowed(store):  # the checks dropped theirs
-        sections += _tables(store, runs)
-    return sections
+    report = run_checks(store, load_suites())
+    rows = [[r.status, r.check.suite, r.check.name,
+             "; ".join(", ".join(f"{k}={v}" for k, v in row.items())
+                       for row in r.failing[:10]) or (r.error or "")]
+            for r in report.results]
+    return [(f"Checks (exit {report.exit_code})",
+             _table(["status", "suite", "check", "failing rows"], rows))]
 
 
 def _tables(store: Store, runs: list[tuple[str, str]]) -> list[tuple[str, str]]:

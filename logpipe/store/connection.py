@@ -103,6 +103,9 @@ class Connection:
         self.read_only = read_only
         """Opened read-only: nothing may be written through it (a lake's views are read
         only whatever this says)."""
+        self.read_once: dict[str, Any] = {}
+        """What a read-only store computes once from its rows (they cannot change while it
+        is open: DuckDB lets no writer in), by name: :func:`logpipe.summaries.stale`."""
         self._column_types: dict[tuple[str, str], list[tuple[str, str]]] = {}
         """``(name, type)`` of tables and views, asked once (only :meth:`migrate` changes
         them)."""
