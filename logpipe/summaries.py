@@ -252,20 +252,28 @@ WHERE k.batch_lines IS DISTINCT FROM c.batch_lines
 """
 
 
-def settle_ranges(store: Store, read: list[tuple[str, int]]) -> None:
-    """Bring the kept ranges up to those of every file written since the last ingest
-    ended: ``read``, each ``(source_path, after_line)`` an ingest read now (its lines past
-    ``after_line``, as :func:`fold_ranges`), and whole any other file whose ``sha256``
-    differs from the one settled (rows written by an ingest stopped before its end).
-    Then the kept ranges are exact for every run (but for rows changed by hand, which
-    `check` finds) and :func:`refresh` may compare the kept keys.  Call inside a write
-    transaction; :func:`settled` ends it."""
-    now = {p for p, _ in read}
-    left = [str(p) for (p,) in store.all(
+def unsettled(store: Store) -> list[str]:
+    """The sources whose ``sha256`` differs from the one the last ingest to finish
+    settled (or that it did not know): rows were written to them since, by an ingest
+    stopped between a file's commit and its end."""
+    return [str(p) for (p,) in store.all(
         "SELECT s.path FROM sources s LEFT JOIN logpipe_internal.settled_sources t "
         "ON t.path = s.path WHERE t.path IS NULL OR t.sha256 IS DISTINCT FROM s.sha256 "
         "ORDER BY 1")]
-    fold_ranges(store, [*read, *((p, 0) for p in left if p not in now)])
+
+
+def settle_ranges(store: Store, read: list[tuple[str, int]], left: list[str]) -> None:
+    """Bring the kept ranges up to those of every file written since the last ingest
+    ended: ``read``, each ``(source_path, after_line)`` an ingest read now (its lines past
+    ``after_line``, as :func:`fold_ranges`), and whole the files ``left`` unsettled when
+    it began (:func:`unsettled`: an earlier read's rows are not in the kept ranges, even
+    where this ingest appended to the file).  Then the kept ranges are exact for every run
+    (but for rows changed by hand, which `check` finds) and :func:`refresh` may compare
+    the kept keys.  Call inside a write transaction; :func:`settled` ends it."""
+    whole = set(left)
+    now = {p for p, _ in read}
+    fold_ranges(store, [*((p, 0 if p in whole else after) for p, after in read),
+                        *((p, 0) for p in left if p not in now)])
 
 
 def settled(store: Store) -> None:

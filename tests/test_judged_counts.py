@@ -240,13 +240,15 @@ def test_runs_loaded_together_are_each_loaded_alone(sample_db: Path, tmp_path: P
             _same_run(run, load_runs(store, [ref], warm)[0])
 
 
+@pytest.mark.parametrize("appended_again", [False, True])
 def test_an_ingest_stopped_before_its_end_is_settled_by_the_next(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, appended_again: bool) -> None:
     """Ingest compares the kept ranges, not every line, to find the runs whose statistics
     changed: a log appended to and read by an ingest stopped after the file's commit but
     before its last transaction (ranges and statistics not brought up to date) is settled
-    by the next ingest, which reads no line of it (unchanged since), as a clean ingest of
-    the whole log would be; and an ingest that changed nothing recomputes nothing."""
+    by the next ingest, whether it reads no line of it (unchanged since) or only the lines
+    appended again since, as a clean ingest of the whole log would be; and an ingest that
+    changed nothing recomputes nothing."""
     from logpipe.ingest import IngestInterrupted, ingest_paths
     from tests.conftest import SAMPLES
 
@@ -254,11 +256,12 @@ def test_an_ingest_stopped_before_its_end_is_settled_by_the_next(
         ).splitlines(keepends=True)
     log = tmp_path / "logs" / "server.log"
     log.parent.mkdir()
+    cut = 280 if appended_again else len(lines)
     log.write_text("".join(lines[:200]))
     db = tmp_path / "db.duckdb"
     ingest_paths([log.parent], db)
     with log.open("a") as f:
-        f.write("".join(lines[200:]))
+        f.write("".join(lines[200:cut]))
 
     def stop(store: Store, kept: bool = False) -> int:
         raise KeyboardInterrupt
@@ -268,10 +271,12 @@ def test_an_ingest_stopped_before_its_end_is_settled_by_the_next(
         with pytest.raises(IngestInterrupted):
             ingest_paths([log.parent], db)
     with Store.open(db, read_only=True) as store:  # the append committed, not settled
-        assert store.one("SELECT lines FROM sources") == (len(lines),)
+        assert store.one("SELECT lines FROM sources") == (cut,)
         assert summaries.stale(store) and not summaries.stale(store, kept=True)
+    with log.open("a") as f:
+        f.write("".join(lines[cut:]))
     again = ingest_paths([log.parent], db)
-    assert [f.status for f in again.files] == ["unchanged"]
+    assert [f.status for f in again.files] == ["appended" if appended_again else "unchanged"]
     clean = tmp_path / "clean.duckdb"
     ingest_paths([log.parent], clean)
     for path in (db, clean):

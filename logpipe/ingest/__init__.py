@@ -142,6 +142,9 @@ def _ingest_files(files: list[tuple[Path, Path]], db: Store | Path, options: Env
                 result.files.append(res)
 
         keys = [p.resolve() for p, _ in files]
+        # the files an ingest stopped before its end left with rows not yet in the kept
+        # ranges (read whole at the end, also where this ingest appends to them)
+        unsettled = summaries.unsettled(store)
         store.keep_sources()  # (the rows every file is compared with, read once)
         ahead = ParseAhead(keys, *store.known_files(), options.keep_request_text)
         found: dict[int, Ahead | None] = {}
@@ -204,7 +207,7 @@ def _ingest_files(files: list[tuple[Path, Path]], db: Store | Path, options: Env
                 with phase(JUDGED):
                     summaries.settle_ranges(store, [(f.path, f.read_after)
                                                     for f in result.files
-                                                    if f.read_after is not None])
+                                                    if f.read_after is not None], unsettled)
                     # the statistics `check` reads, kept per run: recomputed here for the
                     # runs whose data changed (by the kept ranges: no line is read when
                     # nothing changed), so that no read command classifies them again
