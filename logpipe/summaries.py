@@ -58,7 +58,7 @@ def stale(store: Store, kept: bool = False) -> list[tuple[str, str]]:
     """(run_id, current key) of every run whose cached statistics are missing or out of
     date: the key is the run's data key and the rules version (:mod:`logpipe.rules`), so
     statistics computed by other steady-state rules are never served.  ``kept``: the data
-    keys from the kept ranges (exact once :func:`settle_ranges` has run), not from every
+    keys from the kept ranges (exact once :func:`settle` has folded them), not from every
     batch line.  A read-only store computes it once (from every batch line: ~1 s for 27 M
     of them, which a report asked for three times)."""
     once = store.read_only and not kept
@@ -262,26 +262,25 @@ def unsettled(store: Store) -> list[str]:
         "ORDER BY 1")]
 
 
-def settle_ranges(store: Store, read: list[tuple[str, int]], left: list[str]) -> None:
-    """Bring the kept ranges up to those of every file written since the last ingest
-    ended: ``read``, each ``(source_path, after_line)`` an ingest read now (its lines past
-    ``after_line``, as :func:`fold_ranges`), and whole the files ``left`` unsettled when
-    it began (:func:`unsettled`: an earlier read's rows are not in the kept ranges, even
-    where this ingest appended to the file).  Then the kept ranges are exact for every run
-    (but for rows changed by hand, which `check` finds) and :func:`refresh` may compare
-    the kept keys.  Call inside a write transaction; :func:`settled` ends it."""
+def settle(store: Store, read: list[tuple[str, int]], left: list[str]) -> int:
+    """The end of an ingest: the kept ranges brought up to those of every file written
+    since the last ingest ended, then the statistics of the runs whose ranges changed,
+    then every source's hash recorded as settled; returns the runs recomputed.  ``read``:
+    each ``(source_path, after_line)`` the ingest read (its lines past ``after_line``, as
+    :func:`fold_ranges`); ``left``: the files unsettled when it began (:func:`unsettled`),
+    folded whole, even where it appended to them (an earlier read's rows are not in the
+    kept ranges).  The kept ranges are then exact for every run (but for rows changed by
+    hand, which `check` finds), so the kept keys are compared: an ingest that changed
+    nothing reads no batch line.  Call inside a write transaction."""
     whole = set(left)
     now = {p for p, _ in read}
     fold_ranges(store, [*((p, 0 if p in whole else after) for p, after in read),
                         *((p, 0) for p in left if p not in now)])
-
-
-def settled(store: Store) -> None:
-    """Record every source's hash as settled (after :func:`settle_ranges` and
-    :func:`refresh`, in the same transaction)."""
+    recomputed = refresh(store, kept=True)
     store.con.execute("DELETE FROM logpipe_internal.settled_sources")
     store.con.execute("INSERT INTO logpipe_internal.settled_sources SELECT path, sha256 "
                       "FROM sources")
+    return recomputed
 
 
 def ranges_drifted(store: Store, live: str | None = None) -> list[str]:

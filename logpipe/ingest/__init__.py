@@ -201,18 +201,12 @@ def _ingest_files(files: list[tuple[Path, Path]], db: Store | Path, options: Env
                 result.unlinked = link_records(store)
                 apply_trace_env(store, options.tiers or Tiers.load())
                 store.derive_profiled()
-                # the batch ranges `check` reads, kept per run: the lines of every log read
-                # now, in one pass, and those of any file an ingest stopped before this
-                # left unsettled
+                # the batch ranges and statistics `check` reads, kept per run: the lines of
+                # every log read now, and of any file an ingest stopped before this left
+                # unsettled, so that no read command classifies them again
                 with phase(JUDGED):
-                    summaries.settle_ranges(store, [(f.path, f.read_after)
-                                                    for f in result.files
-                                                    if f.read_after is not None], unsettled)
-                    # the statistics `check` reads, kept per run: recomputed here for the
-                    # runs whose data changed (by the kept ranges: no line is read when
-                    # nothing changed), so that no read command classifies them again
-                    summaries.refresh(store, kept=True)
-                    summaries.settled(store)
+                    summaries.settle(store, [(f.path, f.read_after) for f in result.files
+                                             if f.read_after is not None], unsettled)
         except KeyboardInterrupt:
             result.interrupted = True
             result.seconds = time.perf_counter() - started

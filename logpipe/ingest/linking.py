@@ -60,11 +60,11 @@ FROM runs
 """
 
 _RECORDS_SQL = """
+WITH ids AS (SELECT unnest(?::VARCHAR[]) AS run_id)
 SELECT run_id, sum(k) FROM (
-    SELECT run_id, count(*) AS k FROM batches WHERE run_id IN (SELECT unnest(?)) GROUP BY run_id
-    UNION ALL SELECT run_id, count(*) FROM events WHERE run_id IN (SELECT unnest(?))
-    GROUP BY run_id
-    UNION ALL SELECT run_id, count(*) FROM http_requests WHERE run_id IN (SELECT unnest(?))
+    SELECT run_id, count(*) AS k FROM batches WHERE run_id IN (FROM ids) GROUP BY run_id
+    UNION ALL SELECT run_id, count(*) FROM events WHERE run_id IN (FROM ids) GROUP BY run_id
+    UNION ALL SELECT run_id, count(*) FROM http_requests WHERE run_id IN (FROM ids)
     GROUP BY run_id)
 GROUP BY run_id
 """
@@ -81,7 +81,7 @@ def _run_spans(store: Store, folders: set[str]
     every ingest)."""
     runs = [r for r in store.all(_RUN_SPANS_SQL) if str(Path(r[1]).parent) in folders]
     long = [r[0] for r in runs if r[6] is not None and r[6] > SPAN_PER_RECORD_S]
-    records = {str(k): int(n) for k, n in store.all(_RECORDS_SQL, [long] * 3)} if long else {}
+    records = {str(k): int(n) for k, n in store.all(_RECORDS_SQL, [long])} if long else {}
     by_folder: dict[str, list[tuple[str, Any, Any, frozenset[str]]]] = {}
     for run_id, src, start, end, offset, dated, span in runs:  # spans as instants (one clock)
         trusted = bool(dated) and span is not None and not (

@@ -181,12 +181,12 @@ class RunRows(FrameRows):
         columns of the run to set with it."""
         if not envs:
             return
+        import polars as pl
+
         ids = [run_id for run_id, _, _ in envs]
         self.update_runs([(run_id, columns) for run_id, _, columns in envs])
         for table in RUN_ENV_TABLES:  # (the old ones first; one statement each)
             self.con.execute(f"DELETE FROM {table} WHERE run_id IN (SELECT unnest(?))", [ids])
-        import polars as pl
-
         # as a frame, not as list parameters: 1,586 environments of ~54 KB took 0.83-0.92 s
         # as parameters, 0.33-0.34 s as a frame
         self.insert_rows("run_envs", pl.DataFrame(
