@@ -4,6 +4,8 @@ daylight saving), so that nothing silently assumes the ingesting host runs on UT
 from __future__ import annotations
 
 import atexit
+import fcntl
+import hashlib
 import os
 import shutil
 import tempfile
@@ -31,14 +33,52 @@ def db(tmp_path: Path) -> Path:
     return tmp_path / "test.duckdb"
 
 
+def _samples_key() -> str:
+    """What the samples database is made from: the package (its code, schemas and built
+    lanes), the samples and the settings that change an ingest (``LOGPIPE_*``)."""
+    digest = hashlib.sha256()
+    for base in (ROOT / "logpipe", SAMPLES):
+        for path in sorted(base.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                digest.update(str(path.relative_to(ROOT)).encode() + b"\0")
+                digest.update(path.read_bytes())
+    for name, value in sorted(os.environ.items()):
+        if name.startswith("LOGPIPE_") and name != "LOGPIPE_CACHE":
+            digest.update(f"{name}={value}\0".encode())
+    return digest.hexdigest()[:16]
+
+
+_SHARED_DAYS = 2
+"""Shared samples databases of other keys older than this are removed when one is made."""
+
+
 @pytest.fixture(scope="session")
 def sample_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The bundled samples ingested once for the whole session (read-only use)."""
+    """The bundled samples ingested once (read-only use; each test process gets its own
+    copy).  The database is made once for every test process and every test command of
+    this checkout (the workers of ``-n 2``, the slow tests' command and the suite's): the
+    first makes it under a lock in the system's temporary folder, keyed by
+    :func:`_samples_key`, and the others copy it (~10 s of ingest each, saved)."""
     from logpipe.ingest import ingest_paths
 
+    shared = Path(tempfile.gettempdir()) / f"logpipe-test-samples-{_samples_key()}"
+    shared.mkdir(exist_ok=True)
+    made = shared / "samples.duckdb"
+    with open(shared / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not made.exists():
+            making = shared / "making.duckdb"
+            for left in (making, making.with_name("making.duckdb.wal")):
+                left.unlink(missing_ok=True)
+            result = ingest_paths([SAMPLES], making)
+            assert not result.failed
+            assert not making.with_name("making.duckdb.wal").exists()
+            os.replace(making, made)
+            for old in shared.parent.glob("logpipe-test-samples-*"):
+                if old != shared and time.time() - old.stat().st_mtime > _SHARED_DAYS * 86400:
+                    shutil.rmtree(old, ignore_errors=True)
     path = tmp_path_factory.mktemp("samples") / "samples.duckdb"
-    result = ingest_paths([SAMPLES], path)
-    assert not result.failed
+    shutil.copyfile(made, path)
     return path
 
 
