@@ -135,30 +135,44 @@ CLASSIFY_MEMORY = "512MB"
 lower ``LOGPIPE_DUCKDB_MEMORY`` stays)."""
 
 
-BIG_RUN_LINES = 100_000
-"""Batch lines from which a run is classified by a statement of its own: the statement
-costs ~10 ms more than its share of one pass over many runs, and under
-:data:`CLASSIFY_MEMORY` a pass over a few big runs is slower than one statement each
-(the 256 MB steady mix, 12 runs of ~135,000 lines: 1.37 s in one pass, 1.12 s one by
-one; 0.88 s in one pass unbounded)."""
+PASS_LINES = 1_000_000
+"""Batch lines up to which runs are classified together, in one pass (a statement over a
+list of runs): DuckDB's window spreads a pass's runs over its threads, where a run of one
+rank is sorted by one alone; under :data:`CLASSIFY_MEMORY` a pass over more lines spills.
+The 256 MB steady mix (12 runs of ~135,000 lines, no rank): 1.22-1.25 s one run a
+statement, 0.90-0.97 s in passes of up to 1 M lines (0.97-1.02 s of 0.5 M, 0.93-0.99 s of
+2 M)."""
+
+ALONE_LINES = 300_000
+"""Batch lines from which a run is classified by a statement of its own: a run this big
+is sorted by both threads, and a pass with others spills sooner.  The 1 GB steady log (12
+runs of ~457,000 lines): 3.97-4.15 s one by one, 4.25-4.54 s in passes of two, 5.55-5.62 s
+of six, 6.13-6.53 s in one pass."""
 
 
-def counts_of(run_ids: list[str], big: set[str] | None = None
+def counts_of(run_ids: list[str], lines: dict[str, int] | None = None
               ) -> list[tuple[str, list[object]]]:
     """``(sql, params)`` statements that select ``run_judged_counts``' rows of ``run_ids``,
-    computed now: one statement per run for a few runs and for the ``big`` ones (of
-    :data:`BIG_RUN_LINES` or more), one pass for the many others."""
+    computed now: runs of :data:`ALONE_LINES` or more one statement each, the others in
+    passes of up to :data:`PASS_LINES` (``lines``: each run's batch lines, as far as
+    known), in the order given; a pass of one run reads it by its equality."""
     cols = ", ".join(JUDGED_COLUMNS)
-    big = set(big or ()) & set(run_ids)
-    rest = [r for r in run_ids if r not in big]
-    one_by_one = [r for r in run_ids if r in big]
-    many: list[tuple[str, list[object]]] = []
-    if len(rest) > _ONE_BY_ONE:
-        many = [(f"SELECT run_id, {cols} FROM run_judged_counts_in(NULL, ?)", [rest])]
-    else:
-        one_by_one = run_ids
-    return many + [(f"SELECT run_id, {cols} FROM run_judged_counts(?)", [r])
-                   for r in one_by_one]
+    lines = lines or {}
+    alone = [[r] for r in run_ids if lines.get(r, 0) >= ALONE_LINES]
+    passes: list[list[str]] = []
+    held = 0
+    for run_id in run_ids:
+        n = lines.get(run_id, 0)
+        if n >= ALONE_LINES:
+            continue
+        if not passes or held + n > PASS_LINES:
+            passes.append([])
+            held = 0
+        passes[-1].append(run_id)
+        held += n
+    return [(f"SELECT run_id, {cols} FROM run_judged_counts(?)", [p[0]]) if len(p) == 1
+            else (f"SELECT run_id, {cols} FROM run_judged_counts_in(NULL, ?)", [p])
+            for p in passes + alone]
 
 
 def refresh(store: Store, kept: bool = False) -> int:
@@ -180,14 +194,15 @@ def refresh(store: Store, kept: bool = False) -> int:
     key_of = ("JOIN (SELECT unnest(?::VARCHAR[]) AS run_id, unnest(?::VARCHAR[]) AS key) k "
               "USING (run_id)")
     judged = ", ".join(JUDGED_COLUMNS)
-    # classifying a run's lines (window functions over all of them) spills to disk past
-    # this instead of growing with the run: a run of 1.6 M lines took 0.9 GB
-    big = {str(r) for (r,) in store.all(
-        "SELECT run_id FROM logpipe_internal.batches WHERE run_id IN (SELECT unnest(?)) "
-        "GROUP BY run_id HAVING count(*) >= ?", [ids, BIG_RUN_LINES])
-        } if len(ids) > _ONE_BY_ONE else set()  # (a few runs: one statement each anyway)
+    # the runs' lines as the kept ranges count them (exact after settle: a guide to
+    # the passes, not to the counts)
+    lines = {str(r): int(n) for r, n in store.all(
+        "SELECT run_id, batch_lines FROM logpipe_internal.run_batch_ranges_cache "
+        "WHERE run_id IN (SELECT unnest(?))", [ids])}
+    # classifying lines (window functions over a run's lines) spills to disk past this
+    # instead of growing with the runs: a run of 1.6 M lines took 0.9 GB
     with store.memory_bound(CLASSIFY_MEMORY):
-        for sql, params in counts_of(ids, big):
+        for sql, params in counts_of(ids, lines):
             store.con.execute(
                 f"INSERT INTO logpipe_internal.run_judged_cache (run_id, data_key, {judged}) "
                 f"SELECT a.run_id, k.key, {', '.join('a.' + c for c in JUDGED_COLUMNS)} "

@@ -56,22 +56,29 @@ def test_ingest_keeps_the_counts_of_the_lines(sample_db: Path) -> None:
         assert sum(n for _, series, *_, n in live if series == "excluded") == not_steady
 
 
-def test_big_runs_classified_one_by_one_keep_the_counts_of_one_pass(
+def test_runs_classified_in_passes_keep_the_counts_of_one_pass(
         sample_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Runs of many lines are classified by a statement each, the others in one pass:
-    the kept counts are those of one pass over every run, whichever runs are big."""
+    """Runs are classified in passes of a bounded number of lines, a big run by a
+    statement of its own: the kept counts are those of one pass over every run, whichever
+    runs share a pass."""
     db = tmp_path / "copy.duckdb"
     shutil.copy(sample_db, db)
     with Store.open(db) as store:
         live = _rows(store, f"SELECT {COLS} FROM run_judged_counts(NULL)")
-        sizes = sorted(n for (n,) in store.all(
-            "SELECT count(*) FROM logpipe_internal.batches GROUP BY run_id"))
-        monkeypatch.setattr(summaries, "BIG_RUN_LINES", sizes[len(sizes) // 2])
-        statements = summaries.counts_of(
-            [r for (r,) in store.all("SELECT run_id FROM runs")],
-            {r for (r,) in store.all("SELECT run_id FROM logpipe_internal.batches GROUP BY 1 "
-                                     "HAVING count(*) >= ?", [summaries.BIG_RUN_LINES])})
-        assert len(statements) > 10 and "run_judged_counts_in(NULL, ?)" in statements[0][0]
+        lines = {str(r): int(n) for r, n in store.all(
+            "SELECT run_id, count(*) FROM logpipe_internal.batches GROUP BY run_id")}
+        sizes = sorted(lines.values())
+        # (passes that could hold the biggest run, and six runs big enough to go alone)
+        monkeypatch.setattr(summaries, "PASS_LINES", sizes[-1] + 1)
+        monkeypatch.setattr(summaries, "ALONE_LINES", sizes[-6])
+        ids = [r for (r,) in store.all("SELECT run_id FROM runs ORDER BY 1")]
+        statements = summaries.counts_of(ids, lines)
+        shared = [p for _, (p,) in statements if isinstance(p, list)]
+        alone = [p for _, (p,) in statements if not isinstance(p, list)]
+        assert len(shared) >= 2 and len(alone) >= 6 and sum(map(len, shared)) + len(alone) \
+            == len(ids)
+        assert all(sum(lines.get(r, 0) for r in p) <= summaries.PASS_LINES for p in shared)
+        assert {r for r in ids if lines.get(r, 0) >= summaries.ALONE_LINES} <= set(alone)
         store.con.execute("DELETE FROM logpipe_internal.run_summary_cache")
         assert summaries.refresh(store) > 10
         kept = _rows(store, f"SELECT {COLS} FROM logpipe_internal.run_judged_cache")
