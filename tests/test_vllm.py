@@ -479,3 +479,72 @@ def test_ab_against_the_real_vllm_cpu_server(tmp_path: Path,
     assert query(db, "SELECT count(*) > 0 FROM vllm_spec_metrics") == [(True,)]
     assert query(db, "SELECT count(DISTINCT run_id) FROM bench_results WHERE tool = "
                      "'vllm bench serve'") == [(4,)]
+
+
+# lines near the whole-line forms, each read field by field where it differs from them
+_NEAR_WHOLE = [
+    "INFO 06-02 11:58:20 [loggers.py:271] Engine 001: Avg prompt throughput: 512.0 tokens/s, "
+    "Avg generation throughput: nan tokens/s, Running: 2 reqs, Waiting: 3 reqs, "
+    "GPU KV cache usage: 3.1%, Prefix cache hit rate: 25.0%",
+    "INFO 06-02 11:58:21 [loggers.py:271] Avg prompt throughput: 0.0 tokens/s, Avg generation "
+    "throughput: 9.8 tokens/s, Running: 2 reqs, Waiting: 3 reqs, XPU KV cache usage: 3.1%",
+    "INFO 06-02 11:58:22 [loggers.py:271] Engine 001: Avg prompt throughput: 512.0 tokens/s, "
+    "Avg generation throughput: 9.8 tokens/s, Running: 2 reqs, Waiting: 3 reqs, "
+    "GPU KV cache usage: 3.1%, Prefix cache hit rate: 25.0%, External prefix cache hit rate: "
+    "66.7%",
+    "INFO 06-02 11:58:23 [loggers.py:271] 2 Engines Aggregated: Avg prompt throughput: 1.0 "
+    "tokens/s, Avg generation throughput: 9.8 tokens/s, Running: 2 reqs, Waiting: 3 reqs, "
+    "GPU KV cache usage: 3.1%, Prefix cache hit rate: 25.0%",
+    "INFO 06-02 11:58:24 [loggers.py:271] Engine 002: Avg prompt throughput: 1.0 tokens/s, "
+    "Avg generation throughput: 9.8 tokens/s, Running: 2 reqs, Waiting: 3 reqs, "
+    "ABCDE KV cache usage: 3.1%, Prefix cache hit rate: 25.0%",
+    "INFO 06-02 11:58:25 [metrics.py:96] SpecDecoding metrics: Mean acceptance length: nan, "
+    "Accepted throughput: 0.00 tokens/s, Drafted throughput: 0.00 tokens/s, Accepted: 0 "
+    "tokens, Drafted: 0 tokens, Per-position acceptance rate: nan, nan, nan, "
+    "Avg Draft acceptance rate: nan%",
+    "INFO 06-02 11:58:26 [metrics.py:96] SpecDecoding metrics: Engine 002: Mean acceptance "
+    "length: 2.10, Accepted throughput: 1.50 tokens/s, Drafted throughput: 3.00 tokens/s, "
+    "Accepted: 15 tokens, Drafted: 30 tokens, Per-position acceptance rate: 0.700, 0.400, "
+    "Avg Draft acceptance rate: 50.0%",
+    "INFO 06-02 11:58:27 [metrics.py:96] SpecDecoding metrics: Mean acceptance length: 2.10, "
+    "Accepted throughput: 1.50 tokens/s, Drafted throughput: 3.00 tokens/s, Accepted: 15 "
+    "tokens, Drafted: 30 tokens, Per-position acceptance rate: 0.700, 0.400, "
+    "Avg Draft acceptance rate: 0.5",
+]
+
+
+def test_whole_line_forms_read_as_field_by_field(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stats and speculative lines read by one match of their whole default form give
+    the rows that reading them field by field gives: every vLLM log of the samples and
+    lines near those forms (a field added, another device, a NaN, an engine prefix)."""
+    import re
+    from datetime import date
+
+    from logpipe.engines.vllm import parser
+
+    logs = sorted(p for p in SAMPLES.rglob("*.log") if "Avg prompt throughput" in
+                  p.read_text(errors="replace"))
+    texts = [p.read_text(errors="replace").splitlines(True) for p in logs]
+    texts.append([line + "\n" for line in _NEAR_WHOLE])
+
+    def parsed(text: list[str]) -> tuple:
+        p = parser.Parser(parser.LogState(), date(2026, 6, 2))
+        for i, line in enumerate(text, 1):
+            p.feed(i, line)
+        p.finish()
+        out = p.take()
+        return (out.stats, out.spec, out.events, out.rejects, out.runs, out.noise,
+                p.state.to_json())
+
+    whole = [parsed(t) for t in texts]
+    wholes = sum(1 for t in texts for line in t if parser.STATS_V1.search(line)
+                 or parser.SPEC_V1.search(line.split("SpecDecoding metrics:")[-1]))
+    monkeypatch.setattr(parser, "STATS_V1", re.compile(r"(?!)"))
+    monkeypatch.setattr(parser, "SPEC_V1", re.compile(r"(?!)"))
+    by_field = [parsed(t) for t in texts]
+    assert len(logs) > 12 and wholes > 100
+    for log, a, b in zip([*logs, "near"], whole, by_field, strict=True):
+        assert a == b, log
+    near = by_field[-1]
+    assert len(near[0]) == 5 and len(near[1]) == 3 and not near[3]

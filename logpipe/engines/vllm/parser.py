@@ -67,6 +67,15 @@ STATS_FIELDS: dict[str, re.Pattern[str]] = {
                            r"completed waiting)"),
 }
 KV_USAGE = re.compile(r"(?P<dev>[A-Z]{2,4}) KV cache usage: " + NUM + "%")
+STATS_V1 = re.compile(
+    r"(?:Engine (?P<idx>\d{3}): )?Avg prompt throughput: " + NUM + r" tokens/s, "
+    r"Avg generation throughput: " + NUM + r" tokens/s, Running: (\d+) reqs, "
+    r"Waiting: (\d+) reqs, (?P<dev>[A-Z]{2,4}) KV cache usage: " + NUM + "%"
+    r"(?:, Prefix cache hit rate: " + NUM + "%)?")
+"""The stats line V1 prints by default (0.8 to 0.33, no optional field but the prefix
+cache's), whole: read by one match (groups: prompt, generation, running, waiting, KV
+usage, prefix hit rate), the rows it gives those of :data:`STATS_FIELDS` (~3x faster a
+line; any other line is read field by field)."""
 ENGINE_PREFIX = re.compile(r"^(?:Engine (?P<idx>\d{3}): |(?P<agg>\d+) Engines Aggregated: )")
 V0_PREFIX_LINE = re.compile(r"^Prefix cache hit rate: GPU: " + NUM + "%, CPU: " + NUM + "%")
 
@@ -86,6 +95,16 @@ SPEC_FIELDS: dict[str, re.Pattern[str]] = {
     "efficiency": re.compile(r"System efficiency: " + NUM),
     "per_position": re.compile(r"Per-position acceptance rate: ((?:" + NUM + r"(?:, )?)+)"),
 }
+
+SPEC_V1 = re.compile(
+    r"\s*(?:Engine (?P<idx>\d{3}): )?Mean acceptance length: " + NUM + ", "
+    r"Accepted throughput: " + NUM + r" tokens/s, Drafted throughput: " + NUM + r" tokens/s, "
+    r"Accepted: (\d+) tokens, Drafted: (\d+) tokens, "
+    r"Per-position acceptance rate: (?P<pp>(?:" + NUM + r"(?:, )?)+)"
+    r"Avg Draft acceptance rate: " + NUM + "%")
+"""The speculative line of 0.10.2/0.11 to 0.33 after its head, whole: read by one match
+(groups: mean length, accepted and drafted throughput, accepted, drafted, the
+per-position rates, the average rate), the row it gives that of :data:`SPEC_FIELDS`."""
 
 # -------------------------------------------------------------------------- startup facts
 
@@ -378,6 +397,22 @@ class Parser:
             st.pending_ts, st.pending_raw = (ts.isoformat() if ts else None), ts_raw
             return
         run = self._run(line_no, ts) if run is None else run
+        whole = STATS_V1.fullmatch(body)
+        if whole is not None:
+            self._stats_row({
+                "run_seq": run, "line_no": line_no, "ts": ts, "ts_raw": ts_raw or None,
+                "year_from": year_from,
+                "engine_index": int(whole["idx"]) if whole["idx"] else None,
+                "engines_aggregated": None,
+                "prompt_tps": _num(whole.group(2)), "gen_tps": _num(whole.group(3)),
+                "running": int(whole.group(4)), "waiting": int(whole.group(5)),
+                "swapped": None, "deferred": None, "preemptions": None, "corrupted": None,
+                "kv_device": whole["dev"], "kv_usage": _pct(whole.group(7)),
+                "cpu_kv_usage": None, "prefix_hit_rate": _pct(whole.group(8)),
+                "external_prefix_hit_rate": None, "mm_hit_rate": None, "kv_fetch": None,
+                "engine_version": "V1",
+            })
+            return
         values = {name: pat.search(body) for name, pat in STATS_FIELDS.items()}
         if values["prompt_tps"] is None or values["gen_tps"] is None or \
                 values["running"] is None:
@@ -412,14 +447,50 @@ class Parser:
             "kv_fetch": values["kv_fetch"].group(1) if values["kv_fetch"] else None,
             "engine_version": "V0" if v0 else "V1",
         }
+        self._stats_row(row)
+
+    def _stats_row(self, row: dict[str, Any]) -> None:
+        st = self.state
         self.out.stats.append(row)
-        self._run_info(line_no, ts).setdefault("shape", row["engine_version"])
+        self._run_info(row["line_no"], row["ts"]).setdefault("shape", row["engine_version"])
         st.run_has_data = True
-        st.last_stats[str(row["engine_index"])] = line_no
+        st.last_stats[str(row["engine_index"])] = row["line_no"]
 
     def _spec(self, line_no: int, body: str, ts: datetime | None, run: int,
               head: str) -> None:
+        whole = SPEC_V1.fullmatch(body) if head == "SpecDecoding metrics:" else None
+        if whole is not None:
+            engine_index = whole["idx"]
+            fields: dict[str, Any] = {
+                "form": "v1-0.11", "cumulative": False,
+                "accepted_tokens": int(whole.group(5)), "drafted_tokens": int(whole.group(6)),
+                "emitted_tokens": None, "spec_tokens": None,
+                "acceptance_rate": _pct(whole.group(9)),
+                "mean_acceptance_length": _num(whole.group(2)), "system_efficiency": None,
+                "accepted_tps": _num(whole.group(3)), "drafted_tps": _num(whole.group(4)),
+                "per_position": [float(x) for x in re.findall(NUM, whole["pp"]) if x != "nan"],
+            }
+        else:
+            spec = self._spec_fields(line_no, body, run, head)
+            if spec is None:
+                return
+            engine_index, fields = spec
         st = self.state
+        index = int(engine_index) if engine_index else None
+        stats_line = st.last_stats.pop(str(index), None)
+        if stats_line is None and index is None and st.last_stats:
+            # the spec line names no engine (as printed before 0.33): it follows the
+            # stats line logged just before it
+            key = max(st.last_stats, key=lambda k: st.last_stats[k])
+            stats_line = st.last_stats.pop(key)
+        self.out.spec.append({"run_seq": run, "line_no": line_no, "ts": ts,
+                              "stats_line_no": stats_line, "engine_index": index, **fields})
+        st.run_has_data = True
+
+    def _spec_fields(self, line_no: int, body: str, run: int, head: str
+                     ) -> tuple[str | None, dict[str, Any]] | None:
+        """A speculative line read field by field: its engine (as printed) and its
+        values; None: rejected."""
         f = {name: pat.search(body) for name, pat in SPEC_FIELDS.items()}
         accepted = _first_int(f["accepted"])
         drafted = _first_int(f["drafted"])
@@ -427,7 +498,7 @@ class Parser:
                 and f["avg_rate"] is None:
             self._reject(line_no, run, "a vLLM speculative-decoding line without acceptance "
                          "counts or rates", head + body)
-            return
+            return None
         cumulative = f["efficiency"] is not None  # V0 prints System efficiency
         if cumulative:
             form = "v0"
@@ -449,16 +520,8 @@ class Parser:
             per_pos = [float(x) for x in re.findall(NUM, f["per_position"].group(1))
                        if x != "nan"]
         engine = ENGINE_PREFIX.search(body.lstrip())
-        index = int(engine["idx"]) if engine and engine["idx"] else None
-        stats_line = st.last_stats.pop(str(index), None)
-        if stats_line is None and index is None and st.last_stats:
-            # the spec line names no engine (as printed before 0.33): it follows the
-            # stats line logged just before it
-            key = max(st.last_stats, key=lambda k: st.last_stats[k])
-            stats_line = st.last_stats.pop(key)
-        self.out.spec.append({
-            "run_seq": run, "line_no": line_no, "ts": ts, "stats_line_no": stats_line,
-            "engine_index": index, "form": form, "cumulative": cumulative,
+        return (engine["idx"] if engine else None), {
+            "form": form, "cumulative": cumulative,
             "accepted_tokens": accepted, "drafted_tokens": drafted,
             "emitted_tokens": _first_int(f["emitted"]),
             "spec_tokens": _first_int(f["spec_tokens"]),
@@ -468,8 +531,7 @@ class Parser:
             "accepted_tps": _num(f["accepted_tps"].group(1)) if f["accepted_tps"] else None,
             "drafted_tps": _num(f["drafted_tps"].group(1)) if f["drafted_tps"] else None,
             "per_position": per_pos,
-        })
-        st.run_has_data = True
+        }
 
     def _facts(self, line_no: int, message: str, ts: datetime | None) -> bool:
         found = False
