@@ -35,8 +35,14 @@ def db(tmp_path: Path) -> Path:
 
 def _samples_key() -> str:
     """What the samples database is made from: the package (its code, schemas and built
-    lanes), the samples and the settings that change an ingest (``LOGPIPE_*``)."""
-    digest = hashlib.sha256()
+    lanes), the samples, the settings that change an ingest (``LOGPIPE_*``), Python and
+    the libraries that parse and store."""
+    import sys
+    from importlib.metadata import version
+
+    digest = hashlib.sha256(sys.version.encode())
+    for lib in ("duckdb", "polars", "pyarrow", "numpy"):
+        digest.update(f"{lib}={version(lib)}\0".encode())
     for base in (ROOT / "logpipe", SAMPLES):
         for path in sorted(base.rglob("*")):
             if path.is_file() and "__pycache__" not in path.parts:
