@@ -528,3 +528,44 @@ def test_a_launch_that_profiled_during_its_bench_loses_its_client_values(tmp_pat
     assert c["deciding_metric"]["metric"] == "decode_throughput"
     assert any(n.startswith("client numbers of patched left out of the verdicts: a profiler "
                             "ran during their bench") for n in c["notes"])
+
+
+def test_the_baseline_search_screens_by_identity_to_the_same_answer(
+        sample_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A speculative run's baseline search leaves unloaded the candidates whose identity
+    differs (they can never pass): the baseline it chooses, its verdict and its nearest
+    misses are those of loading and judging every candidate, and it loads fewer.  Runs:
+    one that finds its baseline behind screened ones, one with nearest misses among many
+    candidates, a profiled one, one whose nearest candidate matches."""
+    import logpipe.analysis.compare as compare
+    from logpipe.store import Store
+
+    loaded: list[str] = []
+    load_run = compare.load_run
+    monkeypatch.setattr(compare, "load_run",
+                        lambda store, ref, *a: loaded.append(ref) or load_run(store, ref, *a))
+    names = ("v0.5.5-2", "v0.11.0", "eagle3-profiled", "eagle3-steps1")
+
+    def searched() -> tuple[list[tuple], int]:
+        loaded.clear()
+        with Store.open(sample_db, read_only=True) as store:
+            out = []
+            for name in names:
+                c = compare.compare_with_baseline(store, name)
+                out.append((c.verdict, c.reference, c.exit_code, c.notes,
+                            [(m.name, m.stratum, m.test.ratio) for m in c.metrics]))
+        return out, len(loaded)
+
+    screened, fewer = searched()
+
+    class _NoIdentity:  # every candidate loaded and judged, as before the screen
+        def identity_keys(self) -> list[str]:
+            return []
+
+    monkeypatch.setattr(compare, "diff", lambda *a, **k: _NoIdentity())
+    every, loads = searched()
+    assert screened == every
+    assert [v for v, *_ in screened] == ["improvement", "incomparable", "incomparable",
+                                         "improvement"]
+    assert sum("nearest misses" in n for n in screened[1][3]) == 1
+    assert fewer + 20 < loads

@@ -136,9 +136,16 @@ SELECT c.run_id, c.env_fingerprint, c.model, c.config_key, c.workload,
        count(CASE WHEN e.key = 'launch.profile' THEN 1 END) > 0
 FROM run_configs c LEFT JOIN run_env e ON e.run_id = c.run_id
  AND e.key IN ('launch.plan', 'launch.arm', 'launch.round', 'launch.profile')
-WHERE c.run_id IN (SELECT unnest(?::VARCHAR[])) GROUP BY ALL
+WHERE c.run_id {runs} GROUP BY ALL
 """
-"""Each run's configuration and the launch facts ``ab`` recorded in its environment."""
+"""Each run's configuration and the launch facts ``ab`` recorded in its environment, of
+the run ``= ?`` or the runs ``IN (SELECT unnest(?))``."""
+
+FACTS_ONE_BY_ONE = 16
+"""Runs up to which :data:`_FACTS_SQL` reads each run by a statement of its own: a run's
+equality reaches ``run_configs``' aggregate of its environment (8 ms on a database of
+1,586 launches), a list does not (every run's environment aggregated: 0.17 s there, for
+each candidate a baseline search loads)."""
 
 
 def load_runs(store: Store, refs: Sequence[str], warmup: Warmup = NO_WARMUP
@@ -153,7 +160,12 @@ def load_runs(store: Store, refs: Sequence[str], warmup: Warmup = NO_WARMUP
         "SELECT run_id, name, role, spec_algorithm, profiled, env, env_complete, format_era, "
         "era_mask, engine_version, engine, tp_size, dp_size, pp_size, ep_size FROM runs "
         "WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [todo])}
-    facts = {str(r[0]): r[1:] for r in store.all(_FACTS_SQL, [todo])}
+    if len(todo) <= FACTS_ONE_BY_ONE:
+        found = [row for rid in todo
+                 for row in store.all(_FACTS_SQL.format(runs="= ?"), [rid])]
+    else:
+        found = store.all(_FACTS_SQL.format(runs="IN (SELECT unnest(?::VARCHAR[]))"), [todo])
+    facts = {str(r[0]): r[1:] for r in found}
     counts = judged_counts_of_runs(store, todo, warmup)
     loaded = {rid: _run_samples(store, rid, rows[rid], facts.get(rid, (None,) * 8),
                                 counts[rid]) for rid in todo}

@@ -92,7 +92,7 @@ def diff(name_a: str, a: RunEnv, name_b: str, b: RunEnv) -> EnvDiff:
         ea, eb = a.entries.get(key), b.entries.get(key)
         va = ea.value if ea else None
         vb = eb.value if eb else None
-        if ea and eb and canonical(va) == canonical(vb):
+        if ea and eb and _same(va, vb):
             continue
         one = ea or eb
         if (ea is None or eb is None) and one is not None and one.source == "log" and not (
@@ -108,13 +108,22 @@ def diff(name_a: str, a: RunEnv, name_b: str, b: RunEnv) -> EnvDiff:
     items.sort(key=lambda i: (order.get(i.tier, len(order)), i.key))
     known_match = sorted(k for k in set(a.entries) & set(b.entries)
                          if a.entries[k].tier == "identity"
-                         and canonical(a.entries[k].value) == canonical(b.entries[k].value))
+                         and _same(a.entries[k].value, b.entries[k].value))
     unknown = {name: unknown_identity(env) for name, env in ((name_a, a), (name_b, b))
                if not env.complete}
     missing = {name: _not_stated(env) for name, env in ((name_a, a), (name_b, b))
                if env.complete}
     return EnvDiff(name_a, name_b, a.complete, b.complete, items, unknown, known_match,
                    {k: v for k, v in missing.items() if v})
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two values mean the same (their canonical texts are equal); equal plain
+    values of one type without canonicalising them (most of two environments' ~1,000
+    entries: 4 ms a diff, ~800 for one run's baseline search)."""
+    if type(a) is type(b) and (a is None or type(a) in (str, int, bool)) and a == b:
+        return True
+    return canonical(a) == canonical(b)
 
 
 def _not_stated(env: RunEnv) -> list[str]:
