@@ -422,19 +422,21 @@ cand AS (
     LEFT JOIN same_identity bi ON bi.run_id = b.run_id
 ),
 rep_pairs AS (SELECT DISTINCT spec_rep, base_rep FROM cand),
-keys AS (
+-- A key differs where one side's (key, value) has no equal on the other: anti-joins keep
+-- only those (a pair of identities holds ~460 keys alike; every key of every pair joined
+-- and grouped took 1.8 s and 2.4 GB for 8,190 pairs of a file of 1,586 launches, 0.6 s so)
+one_sided AS (
     SELECT p.spec_rep, p.base_rep, i.key FROM rep_pairs p JOIN ident i ON i.run_id = p.spec_rep
-    UNION
+    ANTI JOIN ident o ON o.run_id = p.base_rep AND o.key = i.key
+                     AND o.value IS NOT DISTINCT FROM i.value
+    UNION ALL
     SELECT p.spec_rep, p.base_rep, i.key FROM rep_pairs p JOIN ident i ON i.run_id = p.base_rep
+    ANTI JOIN ident o ON o.run_id = p.spec_rep AND o.key = i.key
+                     AND o.value IS NOT DISTINCT FROM i.value
 ),
 diffs AS (
-    SELECT k.spec_rep, k.base_rep,
-           list(k.key ORDER BY k.key) FILTER (WHERE si.value IS DISTINCT FROM bi.value)
-             AS differing_keys
-    FROM keys k
-    LEFT JOIN ident si ON si.run_id = k.spec_rep AND si.key = k.key
-    LEFT JOIN ident bi ON bi.run_id = k.base_rep AND bi.key = k.key
-    GROUP BY ALL
+    SELECT spec_rep, base_rep, list(DISTINCT key ORDER BY key) AS differing_keys
+    FROM one_sided GROUP BY ALL
 )
 SELECT s.run_id AS spec_run_id, s.name AS spec_name, b.run_id AS baseline_run_id,
        b.name AS baseline_name, s.env_complete AS spec_env_complete,
