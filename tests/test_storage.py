@@ -329,15 +329,18 @@ def test_a_reader_during_an_ingest_sees_the_last_committed_state(tmp_path: Path,
     import subprocess
     import sys
     import time
+    from datetime import datetime, timedelta
 
     logs = tmp_path / "logs"
     source = (SAMPLES / "eras" / "v0.5.23.log").read_text()
-    FILES = 300  # (an ingest of small files takes ~10 ms each: enough to come in between)
+    # (small files ingest in ~3.5 ms each: 300 of them were done ~1.4 s in, when the reader
+    # came; 800 leave it room on a fast machine, and a slow one takes longer over each)
+    FILES = 800
     for n in range(FILES):  # one file (or a group of them) after another
         folder = logs / f"node-{n:02d}"
         folder.mkdir(parents=True)
         # (a day each: the same records on one day would make every file a copy)
-        day = f"2026-{1 + n // 28:02d}-{1 + n % 28:02d}"
+        day = (datetime(2024, 1, 1) + timedelta(days=n)).strftime("%Y-%m-%d")
         (folder / "server.log").write_text(f"node {n} starting\n"
                                            + source.replace("2026-03-01", day))
     env = {**os.environ, "LOGPIPE_LOCK_WAIT": "120"}
