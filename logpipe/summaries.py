@@ -158,12 +158,13 @@ def counts_of(run_ids: list[str], lines: dict[str, int] | None = None
     known), in the order given; a pass of one run reads it by its equality."""
     cols = ", ".join(JUDGED_COLUMNS)
     lines = lines or {}
-    alone = [[r] for r in run_ids if lines.get(r, 0) >= ALONE_LINES]
+    alone: list[list[str]] = []
     passes: list[list[str]] = []
     held = 0
     for run_id in run_ids:
         n = lines.get(run_id, 0)
         if n >= ALONE_LINES:
+            alone.append([run_id])
             continue
         if not passes or held + n > PASS_LINES:
             passes.append([])
