@@ -540,10 +540,10 @@ def test_the_baseline_search_screens_by_identity_to_the_same_answer(
     import logpipe.analysis.compare as compare
     from logpipe.store import Store
 
-    loaded: list[str] = []
-    load_run = compare.load_run
-    monkeypatch.setattr(compare, "load_run",
-                        lambda store, ref, *a: loaded.append(ref) or load_run(store, ref, *a))
+    loaded: list[str] = []  # the candidates read beyond their environments' texts
+    load_sides = compare.load_sides
+    monkeypatch.setattr(compare, "load_sides",
+                        lambda store, ids, *a: loaded.extend(ids) or load_sides(store, ids, *a))
     names = ("v0.5.5-2", "v0.11.0", "eagle3-profiled", "eagle3-steps1")
 
     def searched() -> tuple[list[tuple], int]:
@@ -569,3 +569,74 @@ def test_the_baseline_search_screens_by_identity_to_the_same_answer(
                                          "improvement"]
     assert sum("nearest misses" in n for n in screened[1][3]) == 1
     assert fewer + 20 < loads
+
+
+def test_identity_differences_by_view_are_each_candidates_own(sample_db: Path,
+                                                              tmp_path: Path) -> None:
+    """The baseline search diffs one environment of each group of candidates alike in
+    what decides their identity differences (``_IDENTITY_VIEW_SQL``): every candidate's
+    count is the one its own environment gives.  On a quarter of the speculative runs of
+    the samples against every other run, with and without an allowance; and on
+    environments made to be alike in their identity values and to differ only in what
+    else decides the count: an entry's source (a key one log states and the other does
+    not is unknown there, not different), a key of the run's identity the candidate holds
+    in another tier, whether the candidate's log listed NCCL's variables (one it does not
+    list is unset)."""
+    import shutil
+
+    import logpipe.analysis.compare as compare
+    from logpipe.analysis.load import load_run
+    from logpipe.analysis.results import Options
+    from logpipe.env import RunEnv, diff
+    from logpipe.env.diff import NCCL_DEBUG_INFO
+    from logpipe.env.model import Entry, render
+    from logpipe.store import Store
+
+    allow = (frozenset(), frozenset({"NCCL_ALGO", "NCCL_PROTO", "NCCL_P2P_LEVEL"}))
+
+    def agree(store: Store, specs: list[str], others: list[str] | None = None
+              ) -> tuple[int, int]:
+        rows = store.all("SELECT run_id, name, env, env_complete FROM runs ORDER BY run_id")
+        envs = {r: (name, RunEnv.from_json(env, bool(complete)))
+                for r, name, env, complete in rows}
+        checked = shared = 0
+        for rid in specs:
+            spec = load_run(store, rid)
+            ids = [r for r in (others or envs) if r != rid]
+            diffs = {r: set(diff(*envs[r], spec.name, spec.env).identity_keys()) for r in ids}
+            for allowed in allow:
+                got = compare._identity_differences(store, spec, ids,
+                                                    Options(allow_env_diff=allowed))
+                assert got == {r: len(diffs[r] - allowed) for r in ids}, spec.name
+                checked += len(ids)
+            shared += len(ids) - len({tuple(sorted(d)) for d in diffs.values()})
+        return checked, shared
+
+    with Store.open(sample_db, read_only=True) as store:
+        specs = [r for (r,) in store.all("SELECT run_id FROM runs "
+                                         "WHERE role = 'speculative' ORDER BY run_id")]
+        checked, shared = agree(store, specs[::4])  # (every one: 13 s)
+    assert checked > 1_500 and shared > 200
+
+    db = tmp_path / "made.duckdb"
+    shutil.copy(sample_db, db)
+    with Store.open(db) as store:
+        spec_id, *ids = [r for (r,) in store.all("SELECT run_id FROM runs ORDER BY run_id")][:7]
+        spec = RunEnv.from_json(*store.one("SELECT env, env_complete FROM runs WHERE run_id = ?",
+                                           [spec_id]))
+        base = dict(spec.entries)
+        base.pop(NCCL_DEBUG_INFO, None)
+        made = {spec_id: {**base, "NCCL_MADE": Entry("1", "log", "identity"),
+                          "made.identity": Entry("a", "manifest", "identity")}}
+        made.update(zip(ids, (
+            {**base, "made.only": Entry("x", "log", "identity")},  # unknown in the run
+            {**base, "made.only": Entry("x", "manifest", "identity")},  # set in one only
+            {**base, "made.identity": Entry("a", "manifest", "annotation")},  # another tier
+            {**base},  # the run's identity key missing: differs
+            {**base, NCCL_DEBUG_INFO: Entry(True, "log")},  # NCCL_MADE unset here
+            {**base},
+        ), strict=True))
+        with store.transaction():
+            store.set_run_envs([(r, render(RunEnv(e, True)), {"env_complete": True})
+                                for r, e in made.items()])
+        assert agree(store, [spec_id], ids)[0] == 2 * len(ids)

@@ -36,6 +36,7 @@ from logpipe.analysis.load import (
     environment_noise,
     load_run,
     load_runs,
+    load_sides,
 )
 from logpipe.analysis.results import (
     DEFAULTS,
@@ -50,6 +51,7 @@ from logpipe.analysis.results import (
 from logpipe.analysis.steady import Warmup
 from logpipe.db import StoreOrPath, using
 from logpipe.env import RunEnv, diff
+from logpipe.env.diff import NCCL_DEBUG_INFO
 from logpipe.errors import InputError
 from logpipe.store import Store
 
@@ -183,55 +185,56 @@ def compare_with_baseline(db: StoreOrPath, ref: str, options: Options = DEFAULTS
     differs.
 
     A baseline whose identity differs from the run's beyond what ``options`` allow can
-    never pass, whatever its lines: it is told by the two environments alone (each
-    distinct environment read and compared once) and not loaded.  On a database of 1,586
-    launches, one run's baseline search loaded every one of its 794 candidates (~0.3 s
-    each) to find none.  The near misses are the same: the candidates with the fewest
-    blocking differences, loaded in order of their identity differences (a lower bound of
-    their blocking ones) until no other can rank among the first three."""
+    never pass, whatever its lines: it is told by the two environments alone (those alike
+    in what decides it diffed once: :func:`_identity_differences`) and not judged.  On a
+    database of 1,586 launches, one run's baseline search loaded every one of its 794
+    candidates (~0.3 s each) to find none.  The near misses are the same: the candidates
+    with the fewest blocking differences, judged in order of their identity differences (a
+    lower bound of their blocking ones) until no other can rank among the first three.  A
+    candidate is judged by what judging its environment reads (:func:`load_sides`); only
+    the one chosen is loaded whole."""
     with using(db, read_only=True) as store:
         spec = load_run(store, ref, options.warmup)
         rows = store.all(
-            "SELECT b.run_id, b.name, abs(epoch(b.started_at) - epoch(s.started_at)) AS gap, "
-            "b.env, b.env_complete "
+            "SELECT b.run_id, b.name, abs(epoch(b.started_at) - epoch(s.started_at)) AS gap "
             "FROM runs b, runs s WHERE s.run_id = ? AND b.role = 'baseline' "
             "AND b.model IS NOT DISTINCT FROM s.model AND b.run_id <> s.run_id "
             f"AND b.run_id NOT IN ({WARMUP_RUNS}) "
             "ORDER BY gap NULLS LAST, b.name", [spec.run_id])
-        differing: dict[tuple[Any, bool], int] = {}  # an environment's identity differences
-
-        def identity_differences(name: str, env: Any, complete: Any) -> int:
-            key = (env, bool(complete))
-            if key not in differing:
-                d = diff(name, RunEnv.from_json(env, bool(complete)), spec.name, spec.env)
-                differing[key] = len(set(d.identity_keys()) - options.allow_env_diff)
-            return differing[key]
-
-        tried: list[tuple[int, Comparison, RunSamples]] = []  # (candidate's order, ...)
-        screened: list[tuple[int, int, str]] = []  # (identity differences, order, run)
-        for i, (run_id, name, _, env, complete) in enumerate(rows):
-            blocked = identity_differences(str(name), env, complete)
-            if blocked:
-                screened.append((blocked, i, str(run_id)))
-                continue
-            probe, base = _probe(store, str(run_id), spec, options)
-            if probe is None:
-                # judged like `compare --run BASE --run SPEC`: against the launch noise
-                noise = environment_noise(store, base)
-                c = compare_arms([base], [spec], options, noise.server,
-                                 client_noise=noise.client)
-                c.notes.insert(0, f"baseline chosen: {base.name}, the nearest in time of the "
-                                  f"baselines of the same model whose environment matches "
-                                  f"({len(rows)} baseline(s) of that model)")
-                return c
-            tried.append((i, probe, base))
-        for bound, i, run_id in sorted(screened):
+        differing = _identity_differences(store, spec, [str(r[0]) for r in rows], options)
+        tried: list[tuple[int, Comparison, str]] = []  # (candidate's order, judgement, name)
+        screened = sorted((differing[str(r[0])], i, str(r[0])) for i, r in enumerate(rows)
+                          if differing[str(r[0])])  # (identity differences, order, run)
+        alike = [(i, str(r[0])) for i, r in enumerate(rows) if not differing[str(r[0])]]
+        size = 1  # judged in order, in batches (their environments read together) that
+        while alike:  # double up to _PROBE_BATCH: few judged beyond the first that passes
+            batch, alike = alike[:size], alike[size:]
+            size = min(2 * size, _PROBE_BATCH)
+            for (i, run_id), (probe, name) in zip(
+                    batch, _probe(store, [r for _, r in batch], spec, options), strict=True):
+                if probe is None:
+                    # judged like `compare --run BASE --run SPEC`: against the launch noise
+                    base = load_run(store, run_id, options.warmup)
+                    noise = environment_noise(store, base)
+                    c = compare_arms([base], [spec], options, noise.server,
+                                     client_noise=noise.client)
+                    c.notes.insert(0, f"baseline chosen: {base.name}, the nearest in time of "
+                                      f"the baselines of the same model whose environment "
+                                      f"matches ({len(rows)} baseline(s) of that model)")
+                    return c
+                tried.append((i, probe, name))
+        while screened:
             ranked = sorted((_blocking(p), j) for j, p, _ in tried)
-            if len(ranked) >= _NEAR_MISSES and ranked[_NEAR_MISSES - 1] < (bound, i):
+            if len(ranked) >= _NEAR_MISSES and ranked[_NEAR_MISSES - 1] < screened[0][:2]:
                 break  # every candidate left blocks at least as much as its identity
-            probe, base = _probe(store, run_id, spec, options)
-            assert probe is not None  # (its identity differs: it cannot pass)
-            tried.append((i, probe, base))
+            # judged a few at a time (their environments read together): as many as could
+            # still rank among the nearest misses
+            near = screened[:max(1, _NEAR_MISSES - len(ranked))]
+            del screened[:len(near)]
+            for (_, i, _), (probe, name) in zip(
+                    near, _probe(store, [r for _, _, r in near], spec, options), strict=True):
+                assert probe is not None  # (its identity differs: it cannot pass)
+                tried.append((i, probe, name))
     c = Comparison("(none)", spec.name, "", spec.run_id, "incomparable", None,
                    options=options, verdict="incomparable", exit_code=EXIT_INCOMPARABLE)
     if spec.role != "speculative":
@@ -241,28 +244,79 @@ def compare_with_baseline(db: StoreOrPath, ref: str, options: Options = DEFAULTS
         c.notes.append(f"no baseline of the same model as {spec.name} is in the database")
         return c
     c.notes.append(f"no same-environment baseline for {spec.name}; the nearest misses:")
-    for _, _, probe, base in sorted((_blocking(p), i, p, b) for i, p, b in tried
+    for _, _, probe, name in sorted((_blocking(p), i, p, n) for i, p, n in tried
                                     )[:_NEAR_MISSES]:
         why = [n for n in probe.notes if not n.startswith(("profiled", "compared"))]
-        c.notes.append(f"  {base.name}: " + (" ".join(why) if why else
-                                             "profiled: never used as a baseline"))
+        c.notes.append(f"  {name}: " + (" ".join(why) if why else
+                                        "profiled: never used as a baseline"))
     return c
 
 
 _NEAR_MISSES = 3
 """The baselines a run without one is shown as its nearest misses."""
+_PROBE_BATCH = 8
+"""The most candidates a baseline search judges at once (by their environments)."""
 
 
-def _probe(store: Store, run_id: str, spec: RunSamples, options: Options
-           ) -> tuple[Comparison | None, RunSamples]:
-    """A candidate baseline loaded and judged against ``spec``: (None, it) where it can be
-    the baseline, else (the judgement saying why not, it)."""
-    base = load_run(store, run_id, options.warmup)
-    probe = Comparison(base.name, spec.name, base.run_id, spec.run_id, "comparable", None,
-                       options=options)
-    if judge_environment(base, spec, probe, options) and not base.profiled:
-        return None, base
-    return probe, base
+_IDENTITY_VIEW_SQL = """
+WITH c AS (SELECT unnest(?::VARCHAR[]) AS run_id),
+s AS (SELECT key FROM run_env WHERE run_id = ? AND tier = 'identity')
+SELECT e.run_id,
+       md5(string_agg(e.key || chr(31) || e.source || chr(31) || coalesce(e.value, chr(0)),
+                      chr(30) ORDER BY e.key) FILTER (WHERE e.tier = 'identity')),
+       md5(string_agg(e.key, chr(30) ORDER BY e.key)
+           FILTER (WHERE e.tier <> 'identity' AND e.key IN (SELECT key FROM s))),
+       bool_or(e.key = ?)
+FROM run_env e SEMI JOIN c USING (run_id) GROUP BY e.run_id
+"""
+"""What of each candidate's environment its identity differences from the spec run's
+depend on (:func:`logpipe.env.diff`: an item's tier is the candidate's entry's where it
+has one): its identity entries (key, source, value), its other entries of keys in the
+spec run's identity, and whether its log printed NCCL's variables."""
+
+
+def _identity_differences(store: Store, spec: RunSamples, candidates: list[str],
+                          options: Options) -> dict[str, int]:
+    """Each candidate's identity differences from ``spec`` beyond what ``options``
+    allow, diffed once for each distinct :data:`_IDENTITY_VIEW_SQL` view (with its
+    fingerprint and completeness): candidates alike there have the same differences.  A
+    file of 1,586 launches holds 794 baselines of ~54 KB environments in 91 such views:
+    every environment read and diffed took ~1.3 s of each search, ~0.4 s so."""
+    if not candidates:
+        return {}
+    views = {str(r[0]): tuple(r[1:]) for r in store.all(
+        _IDENTITY_VIEW_SQL, [candidates, spec.run_id, NCCL_DEBUG_INFO])}
+    facts = {str(r[0]): tuple(r[1:]) for r in store.all(
+        "SELECT run_id, env_fingerprint, env_complete FROM runs "
+        "WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [candidates])}
+    key_of = {rid: (views.get(rid), facts.get(rid)) for rid in candidates}
+    first: dict[tuple[Any, Any], str] = {}
+    for rid in candidates:
+        first.setdefault(key_of[rid], rid)
+    reps = list(first.values())
+    envs = store.env_texts(reps)
+    counts: dict[str, int] = {}
+    for rid, name, complete in store.all(
+            "SELECT run_id, name, env_complete FROM runs "
+            "WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [reps]):
+        d = diff(str(name), RunEnv.from_json(envs[str(rid)], bool(complete)), spec.name,
+                 spec.env)
+        counts[str(rid)] = len(set(d.identity_keys()) - options.allow_env_diff)
+    return {rid: counts[first[key_of[rid]]] for rid in candidates}
+
+
+def _probe(store: Store, run_ids: list[str], spec: RunSamples, options: Options
+           ) -> list[tuple[Comparison | None, str]]:
+    """Candidate baselines judged against ``spec`` by their environments
+    (:func:`load_sides`): for each, (None, its name) where it can be the baseline, else
+    (the judgement saying why not, its name)."""
+    out: list[tuple[Comparison | None, str]] = []
+    for base in load_sides(store, run_ids, options.warmup):
+        probe = Comparison(base.name, spec.name, base.run_id, spec.run_id, "comparable", None,
+                           options=options)
+        ok = judge_environment(base, spec.side(), probe, options) and not base.profiled
+        out.append((None if ok else probe, base.name))
+    return out
 
 
 def _blocking(p: Comparison) -> int:

@@ -29,7 +29,7 @@ from logpipe.analysis.launches import (
 )
 from logpipe.analysis.levels import crossover, judge_levels
 from logpipe.analysis.load import EnvNoise, config_label, pool
-from logpipe.analysis.pairing import judge
+from logpipe.analysis.pairing import Side, judge
 from logpipe.analysis.results import (
     DEFAULTS,
     DIFFERENT_EXPERIMENT_KEYS,
@@ -106,7 +106,7 @@ def compare_arms(ref: Sequence[RunSamples], cand: Sequence[RunSamples],
     c.pooled = pooled if pooled is not None else EnvNoise(c.noise, c.client_noise)
     if ref[0].engine and cand[0].engine and ref[0].engine != cand[0].engine:
         return _compare_engines(ref, cand, c, options, paired_by)
-    if not judge_environment(ref[0], cand[0], c, options):
+    if not judge_environment(ref[0].side(), cand[0].side(), c, options):
         return c
     if _arms_not_repeats(ref, cand, c):
         return c
@@ -440,14 +440,16 @@ def _launch_level(ref: list[RunSamples], cand: list[RunSamples], c: Comparison,
                                "it, so it is shown as a diagnostic and does not decide")
 
 
-def judge_environment(a: RunSamples, b: RunSamples, c: Comparison, options: Options) -> bool:
+def judge_environment(a: Side, b: Side, c: Comparison, options: Options) -> bool:
+    """Whether the two runs may be compared (their identities, capacities and profilers),
+    saying why not in ``c``."""
     if a.run_id == b.run_id:
         c.env_status = "same run"
     else:
         d = diff(a.name, a.env, b.name, b.env)
         c.env_diff = d
         unknown = [r.name for r in (a, b) if not r.env.complete]
-        c.capacity = judge(a.side(), b.side(), d)
+        c.capacity = judge(a, b, d)
         differing = set(d.identity_keys()) | {j.key for j in c.capacity if j.blocks}
         for j in c.capacity:
             if not j.blocks:

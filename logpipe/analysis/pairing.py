@@ -112,6 +112,8 @@ class Side:
     graphs_off: bool = False
     engine: str | None = None
     """``runs.engine``: whose rules judge its keys."""
+    run_id: str = ""
+    profiled: bool = False
 
 
 def user_set(env: RunEnv) -> set[str] | None:

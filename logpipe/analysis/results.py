@@ -113,7 +113,8 @@ class RunSamples:
         return self.profile_window or self.profiled
 
     def side(self) -> Side:
-        return Side(self.name, self.role, self.env, self.load, self.graphs_off, self.engine)
+        return Side(self.name, self.role, self.env, self.load, self.graphs_off, self.engine,
+                    self.run_id, self.profiled)
 
     def accept_rate_definition(self) -> str:
         engine = engine_named(self.engine) if self.engine else None

@@ -69,6 +69,9 @@ class EnvDiff:
         return [i.key for i in self.identity]
 
 
+NCCL_DEBUG_INFO = "nccl.debug_info"
+"""The fact a log's NCCL INFO lines were read: they list the NCCL variables set, so one
+they omit is unset."""
 UNSET = "(unset)"
 UNKNOWN = "unknown"
 FACTS = ("pkg.", "gpu.", "cuda.", "host.", "python.", "torch.", "driver.")
@@ -80,7 +83,7 @@ def _absent(env: RunEnv, key: str) -> str:
     """How a key one run does not have is shown: unknown where the run's environment is
     not fully captured or the key is a fact of the machine; unset otherwise (a variable
     or an argument the launch did not set)."""
-    if key.startswith("NCCL_") and "nccl.debug_info" in env.entries:
+    if key.startswith("NCCL_") and NCCL_DEBUG_INFO in env.entries:
         return UNSET  # NCCL's INFO lines list the variables set: one they omit is unset
     return UNKNOWN if not env.complete or key.startswith(FACTS) else UNSET
 
@@ -96,7 +99,7 @@ def diff(name_a: str, a: RunEnv, name_b: str, b: RunEnv) -> EnvDiff:
             continue
         one = ea or eb
         if (ea is None or eb is None) and one is not None and one.source == "log" and not (
-                key.startswith("NCCL_") and "nccl.debug_info" in (b if ea else a).entries):
+                key.startswith("NCCL_") and NCCL_DEBUG_INFO in (b if ea else a).entries):
             # one log says it and the other does not: unknown there, not known to differ
             # (an NCCL variable the other run's NCCL INFO lines do not list is unset)
             continue
@@ -145,7 +148,7 @@ def _not_stated(env: RunEnv) -> list[str]:
 def unknown_identity(env: RunEnv) -> list[str]:
     """The identity facts a run without a manifest leaves unknown."""
     out = _not_stated(env)
-    if "nccl.debug_info" in env.entries:
+    if NCCL_DEBUG_INFO in env.entries:
         out.append(ENV_VARIABLES + " other than NCCL_* (NCCL_* from the log's NCCL INFO lines)")
     else:
         out.append(ENV_VARIABLES + " (NCCL_*, CUDA_*, SGLANG_*, ...)")
