@@ -391,7 +391,10 @@ FROM d GROUP BY ALL;
 
 -- Every (speculative run, baseline run) of the same model, with what keeps them apart.
 -- differing_keys: identity keys whose values differ (or are set in only one run).
-CREATE OR REPLACE VIEW run_pairs AS
+-- run_pairs_of(complete): the same, of the baselines whose environment is complete only
+-- (`complete` true: what spec_pairing reads; a file of 1,586 launches from logs alone has
+-- none, and its 628,848 pairs took ~1 s to diff).
+CREATE OR REPLACE MACRO run_pairs_of(complete) AS TABLE
 WITH spec AS (
     SELECT r.*, s.strata, w.workload FROM runs r JOIN run_summary s USING (run_id)
     JOIN run_configs w USING (run_id)
@@ -401,10 +404,19 @@ base AS (
     -- an ab campaign's warm-up launch (cold caches, unjudged) is nobody's baseline
     SELECT r.*, s.strata, w.workload FROM runs r JOIN run_summary s USING (run_id)
     JOIN run_configs w USING (run_id)
-    WHERE r.role = 'baseline' AND r.run_id NOT IN (
+    WHERE r.role = 'baseline' AND (r.env_complete OR NOT complete) AND r.run_id NOT IN (
         SELECT run_id FROM run_env WHERE key = 'launch.role' AND value = 'warmup')
 ),
-ident AS (SELECT run_id, key, value FROM run_env WHERE tier = 'identity'),
+pairs AS (
+    -- a speculation result is judged against a baseline of its own engine
+    SELECT s.run_id AS spec_run_id, b.run_id AS baseline_run_id
+    FROM spec s JOIN base b ON s.model IS NOT DISTINCT FROM b.model
+                           AND s.engine IS NOT DISTINCT FROM b.engine
+),
+ident AS (
+    SELECT run_id, key, value FROM run_env WHERE tier = 'identity' AND run_id IN (
+        SELECT spec_run_id FROM pairs UNION SELECT baseline_run_id FROM pairs)
+),
 -- Runs with the same identity keys and values share a representative: keys are diffed
 -- once per pair of identities, not once per pair of runs.
 same_identity AS (
@@ -413,26 +425,33 @@ same_identity AS (
           FROM ident GROUP BY run_id)
 ),
 cand AS (
-    SELECT s.run_id AS spec_run_id, b.run_id AS baseline_run_id,
-           coalesce(si.rep, '') AS spec_rep, coalesce(bi.rep, '') AS base_rep
-    -- a speculation result is judged against a baseline of its own engine
-    FROM spec s JOIN base b ON s.model IS NOT DISTINCT FROM b.model
-                           AND s.engine IS NOT DISTINCT FROM b.engine
-    LEFT JOIN same_identity si ON si.run_id = s.run_id
-    LEFT JOIN same_identity bi ON bi.run_id = b.run_id
+    SELECT p.*, coalesce(si.rep, '') AS spec_rep, coalesce(bi.rep, '') AS base_rep
+    FROM pairs p
+    LEFT JOIN same_identity si ON si.run_id = p.spec_run_id
+    LEFT JOIN same_identity bi ON bi.run_id = p.baseline_run_id
 ),
 rep_pairs AS (SELECT DISTINCT spec_rep, base_rep FROM cand),
+reps AS (SELECT spec_rep AS rep FROM rep_pairs UNION SELECT base_rep FROM rep_pairs),
+-- A (key, value) that every identity compared holds differs in no pair: only the others
+-- are compared (most of the ~460 keys of a pair of identities are alike in every launch)
+rep_ident AS (SELECT i.* FROM ident i SEMI JOIN reps ON reps.rep = i.run_id),
+varying AS (
+    SELECT i.* FROM rep_ident i
+    ANTI JOIN (SELECT key, value FROM rep_ident GROUP BY ALL
+               HAVING count(*) = (SELECT count(*) FROM reps)) c
+      ON c.key = i.key AND c.value IS NOT DISTINCT FROM i.value
+),
 -- A key differs where one side's (key, value) has no equal on the other: anti-joins keep
 -- only those (a pair of identities holds ~460 keys alike; every key of every pair joined
 -- and grouped took 1.8 s and 2.4 GB for 8,190 pairs of a file of 1,586 launches, 0.6 s so)
 one_sided AS (
-    SELECT p.spec_rep, p.base_rep, i.key FROM rep_pairs p JOIN ident i ON i.run_id = p.spec_rep
-    ANTI JOIN ident o ON o.run_id = p.base_rep AND o.key = i.key
-                     AND o.value IS NOT DISTINCT FROM i.value
+    SELECT p.spec_rep, p.base_rep, i.key FROM rep_pairs p JOIN varying i ON i.run_id = p.spec_rep
+    ANTI JOIN varying o ON o.run_id = p.base_rep AND o.key = i.key
+                       AND o.value IS NOT DISTINCT FROM i.value
     UNION ALL
-    SELECT p.spec_rep, p.base_rep, i.key FROM rep_pairs p JOIN ident i ON i.run_id = p.base_rep
-    ANTI JOIN ident o ON o.run_id = p.spec_rep AND o.key = i.key
-                     AND o.value IS NOT DISTINCT FROM i.value
+    SELECT p.spec_rep, p.base_rep, i.key FROM rep_pairs p JOIN varying i ON i.run_id = p.base_rep
+    ANTI JOIN varying o ON o.run_id = p.spec_rep AND o.key = i.key
+                       AND o.value IS NOT DISTINCT FROM i.value
 ),
 diffs AS (
     SELECT spec_rep, base_rep, list(DISTINCT key ORDER BY key) AS differing_keys
@@ -455,6 +474,8 @@ JOIN spec s ON s.run_id = c.spec_run_id
 JOIN base b ON b.run_id = c.baseline_run_id
 LEFT JOIN diffs d ON d.spec_rep = c.spec_rep AND d.base_rep = c.base_rep;
 
+CREATE OR REPLACE VIEW run_pairs AS SELECT * FROM run_pairs_of(false);
+
 -- One row per speculative run: is it paired with a same-environment baseline?
 --   status: paired | unpaired | unknown environment
 --   baselines: the matching baselines (paired), else the nearest ones
@@ -462,7 +483,7 @@ LEFT JOIN diffs d ON d.spec_rep = c.spec_rep AND d.base_rep = c.base_rep;
 CREATE OR REPLACE VIEW spec_pairing AS
 WITH ok AS (
     SELECT spec_run_id, list(baseline_name ORDER BY baseline_name) AS baselines
-    FROM run_pairs
+    FROM run_pairs_of(true)
     WHERE spec_env_complete AND baseline_env_complete AND same_fingerprint
       AND workload_overlap AND NOT coalesce(baseline_profiled, false)
     GROUP BY spec_run_id
@@ -473,7 +494,7 @@ near AS (
                 THEN ' matches the environment but not the workload (no concurrency stratum or benchmark shared)'
                 ELSE ' differs only in ' || array_to_string(differing_keys, ', ') END, '; '
                 ORDER BY baseline_name) AS differences
-    FROM (SELECT * FROM run_pairs
+    FROM (SELECT * FROM run_pairs_of(true)
           WHERE baseline_env_complete AND NOT coalesce(baseline_profiled, false)
           QUALIFY rank() OVER (PARTITION BY spec_run_id ORDER BY n_differing) = 1)
     GROUP BY spec_run_id
