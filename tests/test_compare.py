@@ -581,7 +581,7 @@ def test_identity_differences_by_view_are_each_candidates_own(sample_db: Path,
     else decides the count: an entry's source (a key one log states and the other does
     not is unknown there, not different), a key of the run's identity the candidate holds
     in another tier, whether the candidate's log listed NCCL's variables (one it does not
-    list is unset)."""
+    list is unset); and candidates without entries in ``run_env``."""
     import shutil
 
     import logpipe.analysis.compare as compare
@@ -639,4 +639,7 @@ def test_identity_differences_by_view_are_each_candidates_own(sample_db: Path,
         with store.transaction():
             store.set_run_envs([(r, render(RunEnv(e, True)), {"env_complete": True})
                                 for r, e in made.items()])
+        assert agree(store, [spec_id], ids)[0] == 2 * len(ids)
+        # runs without rows in run_env (a database older than it): each diffed on its own
+        store.con.execute("DELETE FROM run_env WHERE run_id IN (?, ?)", ids[:2])
         assert agree(store, [spec_id], ids)[0] == 2 * len(ids)

@@ -289,7 +289,8 @@ def _identity_differences(store: Store, spec: RunSamples, candidates: list[str],
     facts = {str(r[0]): tuple(r[1:]) for r in store.all(
         "SELECT run_id, env_fingerprint, env_complete FROM runs "
         "WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [candidates])}
-    key_of = {rid: (views.get(rid), facts.get(rid)) for rid in candidates}
+    # (a run without entries in run_env, e.g. of a database older than it, is its own)
+    key_of = {rid: (views.get(rid, rid), facts.get(rid)) for rid in candidates}
     first: dict[tuple[Any, Any], str] = {}
     for rid in candidates:
         first.setdefault(key_of[rid], rid)
