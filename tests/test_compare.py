@@ -643,3 +643,5 @@ def test_identity_differences_by_view_are_each_candidates_own(sample_db: Path,
         # runs without rows in run_env (a database older than it): each diffed on its own
         store.con.execute("DELETE FROM run_env WHERE run_id IN (?, ?)", ids[:2])
         assert agree(store, [spec_id], ids)[0] == 2 * len(ids)
+        store.con.execute("DELETE FROM run_env WHERE run_id = ?", [spec_id])
+        assert agree(store, [spec_id], ids)[0] == 2 * len(ids)

@@ -286,6 +286,9 @@ def _identity_differences(store: Store, spec: RunSamples, candidates: list[str],
         return {}
     views = {str(r[0]): tuple(r[1:]) for r in store.all(
         _IDENTITY_VIEW_SQL, [candidates, spec.run_id, NCCL_DEBUG_INFO])}
+    if spec.env.entries and store.one("SELECT 1 FROM run_env WHERE run_id = ? LIMIT 1",
+                                      [spec.run_id]) is None:
+        views = {}  # the run's identity keys unknown to SQL: every candidate its own
     facts = {str(r[0]): tuple(r[1:]) for r in store.all(
         "SELECT run_id, env_fingerprint, env_complete FROM runs "
         "WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [candidates])}
