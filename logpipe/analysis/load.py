@@ -162,18 +162,14 @@ SELECT c.run_id, c.env_fingerprint, c.model, c.config_key, c.workload,
        max(CASE WHEN e.key = 'launch.arm' THEN e.value END),
        max(CASE WHEN e.key = 'launch.round' THEN e.value END),
        count(CASE WHEN e.key = 'launch.profile' THEN 1 END) > 0
-FROM run_configs c LEFT JOIN run_env e ON e.run_id = c.run_id
+FROM run_configs_of(NULL, ?) c LEFT JOIN run_env e ON e.run_id = c.run_id
  AND e.key IN ('launch.plan', 'launch.arm', 'launch.round', 'launch.profile')
-WHERE c.run_id {runs} GROUP BY ALL
+GROUP BY ALL
 """
 """Each run's configuration and the launch facts ``ab`` recorded in its environment, of
-the run ``= ?`` or the runs ``IN (SELECT unnest(?))``."""
-
-FACTS_ONE_BY_ONE = 16
-"""Runs up to which :data:`_FACTS_SQL` reads each run by a statement of its own: a run's
-equality reaches ``run_configs``' aggregate of its environment (8 ms on a database of
-1,586 launches), a list does not (every run's environment aggregated: 0.17 s there, for
-each candidate a baseline search loads)."""
+the runs of a list (``run_configs_of``: only their environments aggregated; the view
+``run_configs`` filtered by a list aggregated every run's, 0.17 s on a database of 1,586
+launches)."""
 
 
 def load_runs(store: Store, refs: Sequence[str], warmup: Warmup = NO_WARMUP
@@ -189,12 +185,7 @@ def load_runs(store: Store, refs: Sequence[str], warmup: Warmup = NO_WARMUP
         "era_mask, engine_version, engine, tp_size, dp_size, pp_size, ep_size FROM runs "
         "WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [todo])}
     envs = store.env_texts(todo)
-    if len(todo) <= FACTS_ONE_BY_ONE:
-        found = [row for rid in todo
-                 for row in store.all(_FACTS_SQL.format(runs="= ?"), [rid])]
-    else:
-        found = store.all(_FACTS_SQL.format(runs="IN (SELECT unnest(?::VARCHAR[]))"), [todo])
-    facts = {str(r[0]): r[1:] for r in found}
+    facts = {str(r[0]): r[1:] for r in store.all(_FACTS_SQL, [todo])}
     counts = judged_counts_of_runs(store, todo, warmup)
     loaded = {rid: _run_samples(store, rid, rows[rid], envs[rid],
                                 facts.get(rid, (None,) * 8), counts[rid]) for rid in todo}
@@ -285,10 +276,6 @@ def config_label(config_key: str | None, workload: str | None) -> str:
     return f"{config_key}|{workload or ''}"
 
 
-_CONFIG_SQL = ("SELECT run_id, config_key, coalesce(workload, '') FROM run_configs "
-               "WHERE run_id {runs}")
-
-
 def repeat_groups(store: Store, fingerprint: str | None, model: str | None,
                   exclude: frozenset[str] = frozenset()) -> dict[str, list[str]]:
     """The run ids of each group of two or more repeat launches (one configuration and
@@ -297,18 +284,17 @@ def repeat_groups(store: Store, fingerprint: str | None, model: str | None,
     being judged)."""
     if fingerprint is None:
         return {}
-    # the launches first (from `runs`), then their configurations: `run_configs`
-    # aggregates every run's environment unless it is read for one run (a file of 1,586
-    # launches from logs alone, none of them with a complete environment: 0.23 s and
+    # the launches first (from `runs`), then their configurations (`run_configs`
+    # filtered by the fingerprint aggregated every run's environment: on a file of 1,586
+    # launches from logs alone, none of them with a complete environment, 0.23 s and
     # 190 MB of each `compare`, to find none)
     ids = [str(r) for (r,) in store.all(
         "SELECT run_id FROM runs "
         "WHERE env_fingerprint = ? AND model IS NOT DISTINCT FROM ? AND env_complete "
         f"AND NOT coalesce(profiled, false) AND run_id NOT IN ({WARMUP_RUNS}) "
         "ORDER BY run_id", [fingerprint, model]) if str(r) not in exclude]
-    configs = ([row for rid in ids for row in store.all(_CONFIG_SQL.format(runs="= ?"), [rid])]
-               if len(ids) <= FACTS_ONE_BY_ONE else
-               store.all(_CONFIG_SQL.format(runs="IN (SELECT unnest(?::VARCHAR[]))"), [ids]))
+    configs = store.all("SELECT run_id, config_key, coalesce(workload, '') "
+                        "FROM run_configs_of(NULL, ?)", [ids]) if ids else []
     groups: dict[tuple[str, str], list[str]] = {}
     for run_id, key, workload in sorted(configs):
         groups.setdefault((key, workload), []).append(run_id)

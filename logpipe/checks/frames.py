@@ -55,10 +55,13 @@ def speculation_vs_baseline(store: Store, params: dict[str, Any],
     cache = cache or VerdictCache()
     rows = []
     noises: dict[tuple[str | None, str | None], dict[int, Noise]] = {}
+    nearest = store.all(_NEAREST_BASELINE_SQL)
+    environments = {str(r): (fp, model) for r, fp, model in store.all(
+        "SELECT run_id, env_fingerprint, model FROM runs "
+        "WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [[p[3] for p in nearest]])}
 
     def noise(run_id: str) -> dict[int, Noise]:
-        fp, model = store.one("SELECT env_fingerprint, model FROM runs WHERE run_id = ?",
-                              [run_id]) or (None, None)
+        fp, model = environments.get(run_id, (None, None))
         if (fp, model) not in noises:
             noises[(fp, model)] = noise_for(store, fp, model)
         return noises[(fp, model)]
@@ -78,7 +81,7 @@ def speculation_vs_baseline(store: Store, params: dict[str, Any],
             rows.append(_arm_row(c))
         judged.update(members)
     pairs = []
-    for spec_name, base_name, spec_id, base_id in store.all(_NEAREST_BASELINE_SQL):
+    for spec_name, base_name, spec_id, base_id in nearest:
         if spec_id in judged:
             continue
         measured = noise(base_id)
