@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,19 @@ def run_sql(db: StoreOrPath, sql: str) -> tuple[list[str], list[tuple[Any, ...]]
     """Run ``sql`` on a read-only connection to ``db``."""
     with using(db, read_only=True) as store:
         return store.query(sql)
+
+
+def resolve_runs(store: Store, refs: Sequence[str]) -> list[str]:
+    """:func:`resolve_run` of each of ``refs``: those a name or an id names exactly found in
+    one statement, the others one by one."""
+    rows = store.all("SELECT run_id, name FROM runs WHERE name IN (SELECT unnest($1)) "
+                     "OR run_id IN (SELECT unnest($1))", [list(refs)])
+    exact: dict[str, list[str]] = {}
+    for run_id, name in rows:
+        for key in {str(run_id), str(name)}:
+            exact.setdefault(key, []).append(str(run_id))
+    return [found[0] if len(found := exact.get(ref, [])) == 1 else resolve_run(store, ref)
+            for ref in refs]
 
 
 def resolve_run(store: Store, ref: str) -> str:

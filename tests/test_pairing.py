@@ -325,3 +325,84 @@ def test_capacity_keys_are_judged_by_the_runs_engine_rules() -> None:
                  side("b", "speculative", "vllm", "max_running_requests", 48, 4),
                  diff("max_running_requests", 128, 48))
     assert vllm[0].status != "derived"
+
+
+def test_loads_and_run_references_read_together_are_those_read_one_by_one(
+        sample_db: Path, tmp_path: Path) -> None:
+    """Many runs' loads (the peaks capacity judging reads) in one statement, and many run
+    references resolved in one, are what each run's own gives: every run of the samples
+    (profiled, windowed and vLLM runs among them), by id, by name and by prefix; an
+    unknown or ambiguous reference still fails as alone."""
+    import shutil
+
+    from logpipe.analysis.pairing import LOADS_ONE_BY_ONE, load_of, loads_of
+    from logpipe.errors import RunNotFoundError
+    from logpipe.query import resolve_run, resolve_runs
+    from logpipe.store import Store
+
+    db = tmp_path / "samples.duckdb"
+    shutil.copy(sample_db, db)
+    with Store.open(db) as store:
+        runs = store.all("SELECT run_id, name FROM runs ORDER BY run_id")
+        ids = [str(r) for r, _ in runs]
+        assert len(ids) > LOADS_ONE_BY_ONE
+        # (no run of the samples retracted a request)
+        store.con.execute("INSERT INTO logpipe_internal.events (run_id, source_id, line_no, "
+                          "kind) SELECT ?, source_id, 1, 'retract' FROM sources LIMIT 1",
+                          [ids[3]])
+        # a server ready after a run's busiest line: the load counts the lines after it
+        store.con.execute(
+            "UPDATE logpipe_internal.events SET line_no = (SELECT max(line_no) + 1 "
+            "FROM batches WHERE run_id = $1 AND running_req = (SELECT max(running_req) "
+            "FROM batches WHERE run_id = $1)) WHERE run_id = $1 AND kind = 'ready'",
+            [ids[5]])
+        together = loads_of(store, ids)
+        assert together == {rid: load_of(store, rid) for rid in ids}
+        assert [rid for rid, load in together.items() if load.retracted] == [ids[3]]
+        for field in ("running", "queued", "prefill", "kv_tokens", "token_usage"):
+            assert sum(getattr(load, field) is not None for load in together.values()) > 20
+        refs = [*ids, *(str(n) for _, n in runs), ids[0][:8]]
+        assert resolve_runs(store, refs) == [resolve_run(store, r) for r in refs]
+        for bad in ("no-such-run", "real-cpu"):
+            with pytest.raises(RunNotFoundError):
+                resolve_runs(store, [ids[0], bad])
+
+
+def test_launches_loaded_together_are_each_loaded_alone(sample_db: Path) -> None:
+    """A check loads its pairs' launches together (past a few, what each has no
+    benchmark, counters or traces of is not asked run by run): each is what loading it
+    alone gives, on launches with benchmarks, counter snapshots and traces and on
+    launches with none."""
+    import dataclasses
+
+    import numpy as np
+
+    from logpipe.analysis.load import load_run, load_runs
+    from logpipe.analysis.pairing import LOADS_ONE_BY_ONE
+    from logpipe.store import Store
+
+    def plain(x: Any) -> Any:
+        if isinstance(x, np.ndarray):
+            return x.tolist()
+        if dataclasses.is_dataclass(x) and not isinstance(x, type):
+            return {f.name: plain(getattr(x, f.name)) for f in dataclasses.fields(x)}
+        if isinstance(x, dict):
+            return {repr(k): plain(v) for k, v in x.items()}
+        if isinstance(x, list | tuple):
+            return [plain(v) for v in x]
+        return x
+
+    with Store.open(sample_db, read_only=True) as store:
+        having = {t: [r for (r,) in store.all(f"SELECT DISTINCT run_id FROM {t} "
+                                              "WHERE run_id IS NOT NULL ORDER BY 1")]
+                  for t in ("bench_results", "metric_snapshots", "traces")}
+        ids = list(dict.fromkeys(r for t in having.values() for r in t[:6]))
+        ids += [r for (r,) in store.all("SELECT run_id FROM runs ORDER BY run_id")
+                if r not in ids][:LOADS_ONE_BY_ONE + 4 - len(ids)]
+        assert len(ids) > LOADS_ONE_BY_ONE and all(having.values())
+        together = load_runs(store, ids)
+        alone = [load_run(store, r) for r in ids]
+    assert [plain(r) for r in together] == [plain(r) for r in alone]
+    assert sum(bool(r.steps) for r in together) and sum(bool(r.levels) for r in together)
+    assert sum(r.bench.records > 0 for r in together) and sum(bool(r.counters.levels)
+                                                       for r in together)

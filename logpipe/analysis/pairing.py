@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,11 +83,51 @@ SELECT (SELECT max(running_req) FILTER (WHERE kind IN ('decode', 'window')) FROM
 """
 
 
+_LOADS_SQL = """
+WITH ready AS (SELECT run_id, min(line_no) AS line FROM events
+               WHERE kind = 'ready' AND in_runs(run_id, NULL, $1) GROUP BY run_id),
+s AS (SELECT s.run_id,
+             max(s.running_req) FILTER (WHERE s.kind IN ('decode', 'window')) AS running,
+             max(s.queue_req) AS queued, max(s.token_usage) AS usage
+      FROM run_samples_in(NULL, $1) s LEFT JOIN ready r USING (run_id)
+      WHERE s.line_no >= coalesce(r.line, 0) GROUP BY s.run_id),
+b AS (SELECT b.run_id, max(b.new_token) FILTER (WHERE b.kind = 'prefill') AS prefill,
+             max(b.num_token) AS kv
+      FROM batches b LEFT JOIN ready r USING (run_id)
+      WHERE in_runs(b.run_id, NULL, $1) AND b.line_no >= coalesce(r.line, 0)
+      GROUP BY b.run_id),
+x AS (SELECT DISTINCT run_id FROM events WHERE kind = 'retract' AND in_runs(run_id, NULL, $1))
+SELECT i.run_id, s.running, s.queued, s.running, b.prefill, b.kv, s.usage,
+       x.run_id IS NOT NULL
+FROM (SELECT unnest($1::VARCHAR[]) AS run_id) i
+LEFT JOIN s USING (run_id) LEFT JOIN b USING (run_id) LEFT JOIN x USING (run_id)
+"""
+""":data:`_LOAD_SQL` of the runs of a list, in one statement."""
+
+LOADS_ONE_BY_ONE = 16
+"""Runs up to which :func:`loads_of` reads each run by :data:`_LOAD_SQL` (its equality is
+pushed into the scans; a list reads every run's lines, 1.2 s on a database of 27 M batch
+lines), the list in one statement past it (a check judging 792 pairs spent 15 ms a run
+on a database of 1,586 launches)."""
+
+
 def load_of(store: Store, run_id: str) -> Load:
     row = store.con.execute(_LOAD_SQL, [run_id]).fetchall()
     if not row:
         return Load()
-    running, queued, batch, prefill, kv, usage, retracted = row[0]
+    return _load(row[0])
+
+
+def loads_of(store: Store, run_ids: Sequence[str]) -> dict[str, Load]:
+    """:func:`load_of` of each of ``run_ids``."""
+    if len(run_ids) <= LOADS_ONE_BY_ONE:
+        return {rid: load_of(store, rid) for rid in run_ids}
+    return {str(r[0]): _load(r[1:]) for r in store.con.execute(
+        _LOADS_SQL, [list(dict.fromkeys(run_ids))]).fetchall()}
+
+
+def _load(row: Sequence[Any]) -> Load:
+    running, queued, batch, prefill, kv, usage, retracted = row
     return Load(running, queued, batch, prefill, kv, usage, bool(retracted))
 
 
