@@ -406,3 +406,19 @@ def test_launches_loaded_together_are_each_loaded_alone(sample_db: Path) -> None
     assert sum(bool(r.steps) for r in together) and sum(bool(r.levels) for r in together)
     assert sum(r.bench.records > 0 for r in together) and sum(bool(r.counters.levels)
                                                        for r in together)
+
+
+def test_noise_of_many_environments_read_together_is_each_ones_own(sample_db: Path) -> None:
+    """The speculation check reads its baselines' environments' launch noise together:
+    each environment's is what :func:`noise_for` gives it alone (every environment of the
+    samples, several with repeat launches, and one without a fingerprint)."""
+    from logpipe.analysis.load import noise_for, noises_for
+    from logpipe.store import Store
+
+    with Store.open(sample_db, read_only=True) as store:
+        envs = [(fp, model) for fp, model in store.all(
+            "SELECT DISTINCT env_fingerprint, model FROM runs ORDER BY ALL")] + [(None, None)]
+        together = noises_for(store, envs)
+        alone = {e: noise_for(store, *e) for e in envs}
+    assert together == alone
+    assert sum(bool(n) for n in together.values()) >= 3

@@ -15,7 +15,7 @@ from logpipe.analysis.compare import judge_campaign
 from logpipe.analysis.decide import deciding_metric, metric_name
 from logpipe.analysis.judge import compare_runs
 from logpipe.analysis.launches import Noise
-from logpipe.analysis.load import load_runs, noise_for
+from logpipe.analysis.load import load_runs, noises_for
 from logpipe.analysis.results import Comparison, Options, RunSamples
 from logpipe.analysis.verdicts import Verdict, VerdictCache
 from logpipe.changepoints import change_points, judge_history
@@ -54,17 +54,15 @@ def speculation_vs_baseline(store: Store, params: dict[str, Any],
     options = Options(threshold=float(params.get("threshold", 0.03)))
     cache = cache or VerdictCache()
     rows = []
-    noises: dict[tuple[str | None, str | None], dict[int, Noise]] = {}
     nearest = store.all(_NEAREST_BASELINE_SQL)
     environments = {str(r): (fp, model) for r, fp, model in store.all(
         "SELECT run_id, env_fingerprint, model FROM runs "
         "WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [[p[3] for p in nearest]])}
+    # the baselines' environments' launch noise, read together
+    noises = noises_for(store, list(dict.fromkeys(environments.values())))
 
     def noise(run_id: str) -> dict[int, Noise]:
-        fp, model = environments.get(run_id, (None, None))
-        if (fp, model) not in noises:
-            noises[(fp, model)] = noise_for(store, fp, model)
-        return noises[(fp, model)]
+        return noises.get(environments.get(run_id, (None, None)), {})
 
     # campaigns first: each speculative arm against its baseline arm, with every launch of
     # each, through compare's own function (the launch is the unit, rounds paired)
