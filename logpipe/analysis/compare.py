@@ -289,23 +289,20 @@ def _identity_differences(store: Store, spec: RunSamples, candidates: list[str],
     if spec.env.entries and store.one("SELECT 1 FROM run_env WHERE run_id = ? LIMIT 1",
                                       [spec.run_id]) is None:
         views = {}  # the run's identity keys unknown to SQL: every candidate its own
-    facts = {str(r[0]): tuple(r[1:]) for r in store.all(
-        "SELECT run_id, env_fingerprint, env_complete FROM runs "
+    facts = {str(r): (name, fp, bool(complete)) for r, name, fp, complete in store.all(
+        "SELECT run_id, name, env_fingerprint, env_complete FROM runs "
         "WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [candidates])}
     # (a run without entries in run_env, e.g. of a database older than it, is its own)
-    key_of = {rid: (views.get(rid, rid), facts.get(rid)) for rid in candidates}
+    key_of = {rid: (views.get(rid, rid), facts[rid][1:]) for rid in candidates}
     first: dict[tuple[Any, Any], str] = {}
     for rid in candidates:
         first.setdefault(key_of[rid], rid)
-    reps = list(first.values())
-    envs = store.env_texts(reps)
+    envs = store.env_texts(list(first.values()))
     counts: dict[str, int] = {}
-    for rid, name, complete in store.all(
-            "SELECT run_id, name, env_complete FROM runs "
-            "WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [reps]):
-        d = diff(str(name), RunEnv.from_json(envs[str(rid)], bool(complete)), spec.name,
-                 spec.env)
-        counts[str(rid)] = len(set(d.identity_keys()) - options.allow_env_diff)
+    for rid, env in envs.items():
+        name, _, complete = facts[rid]
+        d = diff(str(name), RunEnv.from_json(env, complete), spec.name, spec.env)
+        counts[rid] = len(set(d.identity_keys()) - options.allow_env_diff)
     return {rid: counts[first[key_of[rid]]] for rid in candidates}
 
 

@@ -319,8 +319,6 @@ def repeat_groups_of(store: Store, environments: Sequence[Environment],
     """:func:`repeat_groups` of each of ``environments``, in three statements for all."""
     out: dict[Environment, dict[tuple[str, str], list[str]]] = {e: {} for e in environments}
     known = [e for e in dict.fromkeys(environments) if e[0] is not None]
-    if not known:
-        return {e: {} for e in environments}
     # the launches first (from `runs`), then their configurations (`run_configs`
     # filtered by the fingerprint aggregated every run's environment: on a file of 1,586
     # launches from logs alone, none of them with a complete environment, 0.23 s and
@@ -331,7 +329,8 @@ def repeat_groups_of(store: Store, environments: Sequence[Environment],
         "ON r.env_fingerprint = e.fp AND r.model IS NOT DISTINCT FROM e.model "
         "WHERE r.env_complete AND NOT coalesce(r.profiled, false) "
         f"AND r.run_id NOT IN ({WARMUP_RUNS})",
-        [[fp for fp, _ in known], [model for _, model in known]]) if str(r) not in exclude}
+        [[fp for fp, _ in known], [model for _, model in known]])
+        if str(r) not in exclude} if known else {}
     configs = store.all("SELECT run_id, config_key, coalesce(workload, '') "
                         "FROM run_configs_of(NULL, ?)", [list(launches)]) if launches else []
     for run_id, key, workload in sorted(configs):

@@ -79,14 +79,12 @@ class VerdictCache:
         run's environment: 0.5 s on a database of 1,586 launches, which a check of runs
         without a pair never asks)."""
         if self._run_keys is None:
-            found: dict[str, str] = {}
+            assert self._store is not None  # (a cache without a store has none to read)
             try:
-                if self._store is not None:
-                    found = {str(r): str(k) for r, k in self._store.all(_RUN_KEYS_SQL)
-                             if r not in self._skip and k is not None}
+                self._run_keys = {str(r): str(k) for r, k in self._store.all(_RUN_KEYS_SQL)
+                                  if r not in self._skip and k is not None}
             except duckdb.Error:  # (nothing kept)
-                pass
-            self._run_keys = found
+                self._run_keys = {}
         return self._run_keys
 
     def key(self, spec_run_id: str, baseline_run_id: str, options: Any,
