@@ -89,7 +89,7 @@ def record_workers_enabled() -> bool:
 class SGLangLogParser:
     """SGLang's lines, block by block (:class:`logpipe.engines.parsing.LogParser`)."""
 
-    spooled = frozenset({"batches", "http_requests"})
+    spooled = frozenset({"batches", "http_requests", "line_prefixes"})
     linked = frozenset({"request_metrics", "phase_timings"})
 
     def __init__(self, state_json: str | None, fallback_date: str,
