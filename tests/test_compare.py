@@ -345,6 +345,57 @@ def test_bootstrap_of_long_runs_is_m_out_of_n_and_agrees_with_the_full_one() -> 
     assert abs((fast[0] + fast[1]) - (full[0] + full[1])) < 0.25 * width_full
 
 
+def test_row_medians_are_numpys_medians_exactly() -> None:
+    """The bootstrap's resampled medians by sorting rows are ``np.median``'s, bit for bit:
+    odd and even rows, ties (throughputs printed to 0-2 decimals), one column, infinities,
+    rows holding NaN, integers."""
+    from logpipe.stats import row_medians
+
+    rng = np.random.default_rng(17)
+    for n in (1, 2, 3, 8, 13, 14, 99, 100, 1000):
+        for places in (0, 1, 2, 9):
+            x = np.round(rng.gamma(9.0, 6.0, (300, n)), places)
+            np.testing.assert_array_equal(row_medians(x), np.median(x, axis=1))
+    x = rng.normal(50, 5, (200, 10))
+    x[3, 4], x[5, :6], x[7, :] = np.inf, np.inf, -np.inf
+    np.testing.assert_array_equal(row_medians(x), np.median(x, axis=1))
+    x[9, 2] = np.nan
+    np.testing.assert_array_equal(row_medians(x), np.median(x, axis=1))
+    ints = rng.integers(0, 40, (100, 12))
+    np.testing.assert_array_equal(row_medians(ints), np.median(ints, axis=1))
+
+
+def test_bootstrap_of_short_runs_resamples_draw_by_draw_as_before() -> None:
+    """Short runs (the path of every launch under 1,000 lines) keep the CI the median of
+    every resample gives: the same draws, the same medians, the same percentiles."""
+    from logpipe.stats import RESAMPLES, SEED, bootstrap_ratio_ci
+
+    def by_median(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+        rng = np.random.default_rng(SEED)
+        ratios = np.empty(RESAMPLES)
+        done = 0
+        batch = max(1, min(RESAMPLES, 4_000_000 // max(len(a), len(b), 1)))
+        while done < RESAMPLES:
+            k = min(batch, RESAMPLES - done)
+            ma = np.median(a[rng.integers(0, len(a), (k, len(a)))], axis=1)
+            mb = np.median(b[rng.integers(0, len(b), (k, len(b)))], axis=1)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratios[done:done + k] = mb / ma
+            done += k
+        tail = (1 - 0.95) / 2 * 100
+        lo, hi = np.percentile(ratios[np.isfinite(ratios)], [tail, 100 - tail])
+        return float(lo), float(hi)
+
+    rng = np.random.default_rng(23)
+    for n, m, places in ((8, 9, 2), (14, 14, 0), (133, 99, 1), (600, 1000, 2)):
+        a = np.round(rng.normal(100, 8, n), places)
+        b = np.round(rng.normal(104, 8, m), places)
+        assert bootstrap_ratio_ci(a, b) == by_median(a, b)
+    # a long run whose median is not positive is resampled draw by draw too
+    a, b = rng.normal(-1, 8, 1500), rng.normal(3, 8, 1200)
+    assert bootstrap_ratio_ci(a, b) == by_median(a, b)
+
+
 def test_mann_whitney_of_long_runs_from_distinct_values_is_scipys() -> None:
     """A long run's Mann–Whitney p comes from its distinct values and their counts: scipy's
     normal approximation with tie and continuity corrections, to rounding, on samples with
