@@ -342,6 +342,22 @@ def test_run_pairs_differing_keys_are_the_identity_differences(sample_db: Path) 
     assert len(pairs) > 3 and any(d for *_, d in pairs) and any(not d for *_, d in pairs)
 
 
+def test_pairs_judged_on_threads_are_those_judged_one_by_one(
+        sample_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The speculation check judges its pairs on a thread per core: the same rows, in the
+    same order, as one at a time."""
+    from logpipe.checks import frames
+    from logpipe.store import Store
+
+    with Store.open(sample_db, read_only=True) as store:
+        monkeypatch.setattr(frames, "JUDGE_THREADS", 1)
+        alone = frames.speculation_vs_baseline(store, {})
+        monkeypatch.setattr(frames, "JUDGE_THREADS", 3)
+        together = frames.speculation_vs_baseline(store, {})
+    assert alone.height > 3 and alone["verdict"].n_unique() > 1
+    assert together.equals(alone)
+
+
 def test_pair_verdicts_are_kept_and_judged_again_when_an_input_changes(tmp_path: Path
                                                                        ) -> None:
     import duckdb

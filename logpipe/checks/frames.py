@@ -6,6 +6,7 @@ the frames that judge pairs) and returns a small polars frame.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -88,9 +89,12 @@ def speculation_vs_baseline(store: Store, params: dict[str, Any],
     # the runs of the pairs judged now, loaded together (a verdict kept needs none)
     names = list(dict.fromkeys(n for p in pairs if p[6] is None for n in (p[1], p[0])))
     loaded: dict[str, RunSamples] = dict(zip(names, load_runs(store, names), strict=True))
+    todo = [p for p in pairs if p[6] is None]
+    judged_now = dict(zip((p[5] for p in todo), judge_all(
+        [(loaded[p[1]], loaded[p[0]], options, p[4]) for p in todo]), strict=True))
     for spec_name, base_name, spec_id, base_id, measured, key, verdict in pairs:
         if verdict is None:
-            verdict = _judge(loaded[base_name], loaded[spec_name], options, measured)
+            verdict = judged_now[key]
             cache.put(key, spec_id, base_id, verdict)
         rows.append({"spec_run": spec_name, "baseline_run": base_name, "verdict": verdict[0],
                      "speedup": verdict[1], "detail": verdict[2]})
@@ -109,6 +113,24 @@ def _arm_row(c: Comparison) -> dict[str, Any]:
         + f"{c.replication}; launches {launches}"
     return {"spec_run": c.candidate, "baseline_run": c.reference, "verdict": c.verdict,
             "speedup": round(ratio - 1, 4) if ratio is not None else None, "detail": detail}
+
+
+JUDGE_THREADS = max(1, min(4, os.cpu_count() or 1))
+"""Pairs judged at once (a first check of a fleet judges hundreds: numpy's draws, gathers
+and sorts of the bootstrap release the GIL)."""
+
+
+def judge_all(work: list[tuple[RunSamples, RunSamples, Options, dict[int, Noise]]]
+              ) -> list[Verdict]:
+    """:func:`_judge` of each ``(base, spec, options, noise)``, in order, on
+    :data:`JUDGE_THREADS` threads (each pair's statistics are its own: the same verdicts
+    as one by one)."""
+    if len(work) < 2 or JUDGE_THREADS == 1:
+        return [_judge(*w) for w in work]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(JUDGE_THREADS, thread_name_prefix="logpipe-judge") as pool:
+        return list(pool.map(lambda w: _judge(*w), work))
 
 
 def _judge(base: RunSamples, spec: RunSamples, options: Options,
