@@ -345,17 +345,21 @@ def test_run_pairs_differing_keys_are_the_identity_differences(sample_db: Path) 
 def test_pairs_judged_on_threads_are_those_judged_one_by_one(
         sample_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The speculation check judges its pairs on a thread per core: the same rows, in the
-    same order, as one at a time."""
+    same order, as one at a time, with and without keys to keep them by."""
+    from logpipe.analysis.verdicts import VerdictCache
     from logpipe.checks import frames
     from logpipe.store import Store
 
     with Store.open(sample_db, read_only=True) as store:
         monkeypatch.setattr(frames, "JUDGE_THREADS", 1)
-        alone = frames.speculation_vs_baseline(store, {})
+        alone = frames.speculation_vs_baseline(store, {}, VerdictCache(store))
         monkeypatch.setattr(frames, "JUDGE_THREADS", 3)
-        together = frames.speculation_vs_baseline(store, {})
-    assert alone.height > 3 and alone["verdict"].n_unique() > 1
+        together = frames.speculation_vs_baseline(store, {}, VerdictCache(store))
+        unkeyed = frames.speculation_vs_baseline(store, {})  # (no cache: no pair has a key)
+    pairs = alone.filter(~alone["detail"].str.contains("launches "))  # (not campaign arms)
+    assert pairs.height > 3 and pairs["detail"].n_unique() > 3
     assert together.equals(alone)
+    assert unkeyed.equals(alone)
 
 
 def test_pair_verdicts_are_kept_and_judged_again_when_an_input_changes(tmp_path: Path

@@ -89,12 +89,11 @@ def speculation_vs_baseline(store: Store, params: dict[str, Any],
     # the runs of the pairs judged now, loaded together (a verdict kept needs none)
     names = list(dict.fromkeys(n for p in pairs if p[6] is None for n in (p[1], p[0])))
     loaded: dict[str, RunSamples] = dict(zip(names, load_runs(store, names), strict=True))
-    todo = [p for p in pairs if p[6] is None]
-    judged_now = dict(zip((p[5] for p in todo), judge_all(
-        [(loaded[p[1]], loaded[p[0]], options, p[4]) for p in todo]), strict=True))
-    for spec_name, base_name, spec_id, base_id, measured, key, verdict in pairs:
+    judged_now = iter(judge_all([(loaded[p[1]], loaded[p[0]], options, p[4])
+                                 for p in pairs if p[6] is None]))
+    for spec_name, base_name, spec_id, base_id, _, key, verdict in pairs:
         if verdict is None:
-            verdict = judged_now[key]
+            verdict = next(judged_now)
             cache.put(key, spec_id, base_id, verdict)
         rows.append({"spec_run": spec_name, "baseline_run": base_name, "verdict": verdict[0],
                      "speedup": verdict[1], "detail": verdict[2]})
