@@ -139,10 +139,14 @@ def mannwhitney_p(a: np.ndarray, b: np.ndarray) -> float:
     long runs its same normal approximation with tie and continuity corrections, computed
     from the distinct values and their counts instead of ranking every sample."""
     n1, n2 = len(a), len(b)
-    if max(n1, n2) <= BOOTSTRAP_MAX_N or min(n1, n2) <= 8:
+    if min(n1, n2) <= 8 or np.isnan(a).any() or np.isnan(b).any():
+        # (scipy's exact test, used at these sizes without ties, and its NaN policy)
         from scipy import stats as sps
 
         return float(sps.mannwhitneyu(a, b, alternative="two-sided").pvalue)
+    if max(n1, n2) <= BOOTSTRAP_MAX_N:
+        return _mannwhitney_normal(np.asarray(a, dtype=np.float64),
+                                   np.asarray(b, dtype=np.float64))
     va, ca = distinct(a)
     vb, cb = distinct(b)
     both = np.union1d(va, vb)
@@ -159,6 +163,35 @@ def mannwhitney_p(a: np.ndarray, b: np.ndarray) -> float:
     if s == 0:
         return 1.0
     return min(1.0, max(0.0, math.erfc(excess / s / math.sqrt(2))))
+
+
+def _mannwhitney_normal(a: np.ndarray, b: np.ndarray) -> float:
+    """scipy's ``mannwhitneyu(a, b, alternative="two-sided").pvalue`` where it takes its
+    normal approximation (both samples over 8), the same float bit for bit, without
+    importing ``scipy.stats`` (0.7 s of a ``compare``) or its array wrappers (~1 ms a
+    call, 15% of a check judging hundreds of pairs).  The rank sum and the tie term are
+    sums of half-integers and integers, exact in any order; the rest is scipy's
+    arithmetic in scipy's order, and ``special.ndtr``."""
+    from scipy.special import ndtr
+
+    n1, n2 = len(a), len(b)
+    n = n1 + n2
+    xy = np.concatenate((a, b))
+    order = np.argsort(xy, kind="mergesort")
+    ranked = xy[order]
+    starts = np.flatnonzero(np.concatenate(([True], ranked[1:] != ranked[:-1])))
+    counts = np.diff(np.append(starts, n)).astype(np.float64)
+    ranks = np.empty(n)
+    ranks[order] = np.repeat(starts + (counts + 1) / 2, counts.astype(np.int64))
+    u1 = float(np.sum(ranks[:n1])) - n1 * (n1 + 1) / 2
+    u = max(u1, n1 * n2 - u1)
+    tie_term = float(np.sum(counts ** 3 - counts))
+    sd = math.sqrt(n1 * n2 / 12 * ((n + 1) - tie_term / (n * (n - 1))))
+    numerator = u - n1 * n2 / 2
+    numerator -= 0.5  # continuity correction
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.float64(numerator) / np.float64(sd)
+    return float(np.clip(ndtr(-z) * 2, 0.0, 1.0))
 
 
 @dataclass

@@ -418,6 +418,46 @@ def test_mann_whitney_of_long_runs_from_distinct_values_is_scipys() -> None:
     assert mannwhitney_p(same, same) == 1.0
 
 
+def test_mann_whitney_of_short_runs_is_scipys_bit_for_bit() -> None:
+    """Runs of 9 to 1,000 samples take scipy's normal approximation computed here (no
+    ``scipy.stats`` import): the same p, bit for bit, with ties (0-2 decimals, a few
+    integers), equal samples, shifted ones; smaller runs are scipy's own exact test."""
+    from scipy.stats import mannwhitneyu
+
+    from logpipe.stats import mannwhitney_p
+
+    rng = np.random.default_rng(29)
+    for trial in range(400):
+        n1, n2 = int(rng.integers(9, 1001)), int(rng.integers(9, 1001))
+        if trial % 5 == 0:
+            a, b = (rng.integers(0, 4, n1).astype(float), rng.integers(0, 4, n2).astype(float))
+        else:
+            places = trial % 3
+            a = np.round(rng.normal(50, 5, n1), places)
+            b = np.round(rng.normal(50 + rng.normal(0, 1), 5, n2), places)
+        want = float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
+        assert mannwhitney_p(a, b) == want, (n1, n2, trial)
+    for a, b in ((np.full(40, 7.0), np.full(30, 7.0)), (np.arange(20.0), np.arange(20.0) + 100),
+                 (np.arange(5.0), np.arange(9.0) + 2)):
+        assert mannwhitney_p(a, b) == float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
+
+
+def test_launch_tests_quantiles_are_scipy_stats_ones() -> None:
+    """The launch-level tests take Student's t and F through ``scipy.special``: the same
+    values as ``scipy.stats``' distributions give, bit for bit."""
+    from scipy import stats as sps
+    from scipy.special import fdtri, stdtr, stdtrit
+
+    rng = np.random.default_rng(31)
+    for df in [1, 1.5, 2, 3, 7, 12, 30, 250, np.inf, *rng.uniform(1, 300, 20)]:
+        for q in [0.5, 0.9, 0.95, 0.975, 0.995, *rng.uniform(0.01, 0.999, 10)]:
+            assert float(stdtrit(df, q)) == float(sps.t.ppf(q, df))
+            x = float(rng.exponential(2))
+            assert float(2 * stdtr(df, -x)) == float(2 * sps.t.sf(x, df))
+            for dfn in (1, 2, 4, 9):  # (NaN for both at an infinite df)
+                np.testing.assert_equal(float(fdtri(dfn, df, q)), float(sps.f.ppf(q, dfn, df)))
+
+
 def test_median_spread_from_distinct_values_draws_what_one_tail_per_sample_draws() -> None:
     """The long-run bootstrap evaluates the binomial tail once per distinct value instead
     of once per sample: the medians drawn are exactly those of the tail per sample."""

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy import stats as sps
+from scipy.special import fdtri, stdtr, stdtrit
 
 from logpipe.stats import decide
 
@@ -139,7 +139,7 @@ def out_of_family(value: float, history: Sequence[float], noise: Noise
     h = np.array([x for x in history if round(x, 12) != own], dtype=float)
     if len(h) < 2 or noise.log_sd <= 0 or noise.df < 1:
         return None
-    half = (float(sps.t.ppf(1 - OUT_OF_FAMILY_ALPHA / 2, noise.df)) * noise.log_sd
+    half = (float(stdtrit(noise.df, 1 - OUT_OF_FAMILY_ALPHA / 2)) * noise.log_sd
             * math.sqrt(1 + 1 / len(h)))
     centre = float(h.mean())
     if abs(math.log(value) - centre) <= half:
@@ -190,8 +190,10 @@ def _t_interval(mean: float, se: float, df: float, alpha: float) -> tuple[float,
     """(low, high, two-sided p) of a mean log difference with standard error ``se``."""
     if se == 0:
         return math.exp(mean), math.exp(mean), (1.0 if mean == 0 else 0.0)
-    crit = float(sps.t.ppf(1 - alpha / 2, df))
-    p = float(2 * sps.t.sf(abs(mean) / se, df))
+    # (Student's t through scipy.special: what scipy.stats.t.ppf and .sf compute, without
+    # importing scipy.stats, 0.7 s of a compare)
+    crit = float(stdtrit(df, 1 - alpha / 2))
+    p = float(2 * stdtr(df, -(abs(mean) / se)))
     return math.exp(mean - crit * se), math.exp(mean + crit * se), p
 
 
@@ -247,7 +249,7 @@ def _borrow(d: np.ndarray, noise: Noise | None) -> tuple[float, float, str] | No
     r = len(d)
     s_rounds2 = float(np.var(d, ddof=1)) / 2
     s_env2 = noise.log_sd ** 2
-    if s_rounds2 / s_env2 > float(sps.f.ppf(POOL_F_QUANTILE, r - 1, noise.df)):
+    if s_rounds2 / s_env2 > float(fdtri(r - 1, noise.df, POOL_F_QUANTILE)):
         return None
     df = noise.df + r - 1
     s2 = (noise.df * s_env2 + (r - 1) * s_rounds2) / df
