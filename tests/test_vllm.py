@@ -548,3 +548,30 @@ def test_whole_line_forms_read_as_field_by_field(tmp_path: Path,
         assert a == b, log
     near = by_field[-1]
     assert len(near[0]) == 5 and len(near[1]) == 3 and not near[3]
+
+
+def test_a_lines_prefixes_are_every_match_of_the_prefix() -> None:
+    """The line parser looks for a second vLLM prefix in a line only where a level name
+    follows the first: the matches are every match of ``PREFIX``, on every line of the
+    samples' vLLM logs and on lines with two prefixes, a level name in the message, a
+    prefix cut short.  A startup message is looked for only where one of its words is."""
+    from logpipe.engines.vllm import parser
+
+    lines = [line for p in sorted(SAMPLES.rglob("*.log"))
+             if "vllm" in p.read_text(errors="replace").lower()
+             for line in p.read_text(errors="replace").splitlines()]
+    lines += [
+        "INFO 06-02 11:58:26 [loggers.py:96] a INFO 06-02 11:58:27 [loggers.py:97] b",
+        "(APIServer pid=1) WARNING 06-02 11:58:26 [x.py:1] then ERROR in the message",
+        "INFO 06-02 11:58:26 [a.py:1] x (Worker pid=2) DEBUG 06-02 11:58:26 [b.py:2] y",
+        "INFO 06-02 11:58:26 [a.py:1] CRITICAL 06-02 11:58 [b.py:2] cut short",
+        *(f"INFO 06-02 11:58:26 [a.py:1] x {level} 06-02 11:58:27 [b.py:2] y"
+          for level in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")),
+        "no prefix at all, INFO here", "",
+    ]
+    assert len(lines) > 1000
+    for line in lines:
+        want = [(m.span(), m.groupdict()) for m in parser.PREFIX.finditer(line)]
+        assert [(m.span(), m.groupdict()) for m in parser._prefixes(line)] == want, line
+    assert sum(len(parser._prefixes(line)) > 1 for line in lines) >= 7
+    assert all(parser._may_start(m) for m in parser.STARTUP_MARKERS)
