@@ -190,8 +190,8 @@ def _t_interval(mean: float, se: float, df: float, alpha: float) -> tuple[float,
     """(low, high, two-sided p) of a mean log difference with standard error ``se``."""
     if se == 0:
         return math.exp(mean), math.exp(mean), (1.0 if mean == 0 else 0.0)
-    # (Student's t through scipy.special: what scipy.stats.t.ppf and .sf compute, without
-    # importing scipy.stats, 0.7 s of a compare)
+    # (Student's t through scipy.special: what scipy.stats.t.ppf and .sf call, without
+    # their distribution wrappers, ~1 us a value against ~40 us)
     crit = float(stdtrit(df, 1 - alpha / 2))
     p = float(2 * stdtr(df, -(abs(mean) / se)))
     return math.exp(mean - crit * se), math.exp(mean + crit * se), p

@@ -37,6 +37,8 @@ PREFIX = re.compile(
 before; the process prefix is optional).  Searched for anywhere in a line: the lookahead
 halves the search (a stats line 8.5 -> 4.2 us; every line of the samples finds the same
 matches)."""
+
+
 def _may_start(message: str) -> bool:
     """Whether ``message`` can hold one of :data:`STARTUP_MARKERS`: each holds one of
     these words (three scans instead of a generator over five, on every message)."""
