@@ -323,3 +323,10 @@ def test_current_runs_are_found_by_a_list_or_run_by_run(
         assert summaries.kept_of(store, [rid, rid]) == set()
         other = next(r for r in ids if r != rid)
         assert not summaries.current(store, [rid]) and summaries.current(store, [other])
+    # a read-only store answers each run once, whatever it is asked with: the same answers
+    with Store.open(db, read_only=True) as store:
+        assert summaries.kept_of(store, [rid, other]) == {other}
+        assert summaries.kept_of(store, [*ids, "no such run"]) == set(ids) - {rid}
+        assert summaries.kept_of(store, [other, rid, rid]) == {other}
+        assert store.read_once["kept"][rid] is False and store.read_once["kept"][other]
+        assert not summaries.current(store, [rid, other]) and summaries.current(store, [other])
