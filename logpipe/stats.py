@@ -67,10 +67,11 @@ def bootstrap_ratio_ci(a: np.ndarray, b: np.ndarray, level: float = 0.95,
     batch = max(1, min(resamples, 4_000_000 // max(len(a), len(b), 1)))
     while done < resamples:
         k = min(batch, resamples - done)
-        # (32-bit draws are the same numbers as 64-bit ones for any range under 2**32,
-        # and half the memory to write and gather through)
-        ma = row_medians(np.take(a, rng.integers(0, len(a), (k, len(a)), dtype=np.int32)))
-        mb = row_medians(np.take(b, rng.integers(0, len(b), (k, len(b)), dtype=np.int32)))
+        # (64-bit draws: numpy gathers by 64-bit indexes, converting narrower ones first;
+        # 32-bit draws, the same numbers, drew faster and gathered slower: 5-10% more a
+        # bootstrap in all)
+        ma = row_medians(np.take(a, rng.integers(0, len(a), (k, len(a)))))
+        mb = row_medians(np.take(b, rng.integers(0, len(b), (k, len(b)))))
         with np.errstate(divide="ignore", invalid="ignore"):
             ratios[done:done + k] = mb / ma
         done += k
