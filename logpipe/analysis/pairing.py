@@ -69,53 +69,36 @@ class Load:
 
 
 _LOAD_SQL = """
-WITH ready AS (SELECT coalesce(min(line_no), 0) AS line FROM events
-               WHERE run_id = $1 AND kind = 'ready'),
-s AS (SELECT * FROM run_samples($1) WHERE line_no >= (SELECT line FROM ready)),
-b AS (SELECT * FROM batches WHERE run_id = $1 AND line_no >= (SELECT line FROM ready))
-SELECT (SELECT max(running_req) FILTER (WHERE kind IN ('decode', 'window')) FROM s),
-       (SELECT max(queue_req) FROM s),
-       (SELECT max(running_req) FILTER (WHERE kind IN ('decode', 'window')) FROM s),
-       (SELECT max(new_token) FILTER (WHERE kind = 'prefill') FROM b),
-       (SELECT max(num_token) FROM b),
-       (SELECT max(token_usage) FROM s),
-       (SELECT count(*) > 0 FROM events WHERE run_id = $1 AND kind = 'retract')
-"""
-
-
-_LOADS_SQL = """
 WITH ready AS (SELECT run_id, min(line_no) AS line FROM events
-               WHERE kind = 'ready' AND in_runs(run_id, NULL, $1) GROUP BY run_id),
+               WHERE kind = 'ready' AND in_runs(run_id, $2, $1) GROUP BY run_id),
 s AS (SELECT s.run_id,
              max(s.running_req) FILTER (WHERE s.kind IN ('decode', 'window')) AS running,
              max(s.queue_req) AS queued, max(s.token_usage) AS usage
-      FROM run_samples_in(NULL, $1) s LEFT JOIN ready r USING (run_id)
+      FROM run_samples_in($2, $1) s LEFT JOIN ready r USING (run_id)
       WHERE s.line_no >= coalesce(r.line, 0) GROUP BY s.run_id),
 b AS (SELECT b.run_id, max(b.new_token) FILTER (WHERE b.kind = 'prefill') AS prefill,
              max(b.num_token) AS kv
       FROM batches b LEFT JOIN ready r USING (run_id)
-      WHERE in_runs(b.run_id, NULL, $1) AND b.line_no >= coalesce(r.line, 0)
+      WHERE in_runs(b.run_id, $2, $1) AND b.line_no >= coalesce(r.line, 0)
       GROUP BY b.run_id),
-x AS (SELECT DISTINCT run_id FROM events WHERE kind = 'retract' AND in_runs(run_id, NULL, $1))
+x AS (SELECT DISTINCT run_id FROM events WHERE kind = 'retract' AND in_runs(run_id, $2, $1))
 SELECT i.run_id, s.running, s.queued, s.running, b.prefill, b.kv, s.usage,
        x.run_id IS NOT NULL
-FROM (SELECT unnest($1::VARCHAR[]) AS run_id) i
+FROM (SELECT unnest(coalesce($1::VARCHAR[], [$2::VARCHAR])) AS run_id) i
 LEFT JOIN s USING (run_id) LEFT JOIN b USING (run_id) LEFT JOIN x USING (run_id)
 """
-""":data:`_LOAD_SQL` of the runs of a list, in one statement."""
+"""Each run's load, of the runs of the list ``$1`` or of the run ``$2`` (``$1`` NULL: its
+equality is pushed into the scans, as ``in_runs`` says)."""
 
 LOADS_ONE_BY_ONE = 16
-"""Runs up to which :func:`loads_of` reads each run by :data:`_LOAD_SQL` (its equality is
+"""Runs up to which :func:`loads_of` reads each run by its own statement (its equality is
 pushed into the scans; a list reads every run's lines, 1.2 s on a database of 27 M batch
 lines), the list in one statement past it (a check judging 792 pairs spent 15 ms a run
 on a database of 1,586 launches)."""
 
 
 def load_of(store: Store, run_id: str) -> Load:
-    row = store.con.execute(_LOAD_SQL, [run_id]).fetchall()
-    if not row:
-        return Load()
-    return _load(row[0])
+    return _load(store.con.execute(_LOAD_SQL, [None, run_id]).fetchall()[0][1:])
 
 
 def loads_of(store: Store, run_ids: Sequence[str]) -> dict[str, Load]:
@@ -123,7 +106,7 @@ def loads_of(store: Store, run_ids: Sequence[str]) -> dict[str, Load]:
     if len(run_ids) <= LOADS_ONE_BY_ONE:
         return {rid: load_of(store, rid) for rid in run_ids}
     return {str(r[0]): _load(r[1:]) for r in store.con.execute(
-        _LOADS_SQL, [list(dict.fromkeys(run_ids))]).fetchall()}
+        _LOAD_SQL, [list(dict.fromkeys(run_ids)), None]).fetchall()}
 
 
 def _load(row: Sequence[Any]) -> Load:
