@@ -41,7 +41,7 @@ one polars streaming regex (``peers/polars_regex.py``), and the storage floor (t
 of logpipe's own ingest of the mix loaded from Parquet into a fresh database).  Also, once,
 the share of lines each lane took: the C lane's batch and access rows and the polars
 parser's lines (``split_block`` over the file's blocks; for a vLLM log, its C lane's access
-rows and the lines left to its line parser).
+rows, its stats and spec rows and the lines left to its line parser).
 Writes ``benchmarks/RESULTS-mixes.md`` (a hand-written ``## Analysis`` at its end is kept).
 """
 
@@ -280,15 +280,17 @@ from logpipe.engines.vllm import logparser
 from logpipe.readers import line_blocks
 if not logparser.fast_enabled():
     raise SystemExit("the vLLM C lane is not built")
-http = slow = 0
+http = records = slow = 0
 with open(sys.argv[1], "rb") as fh:
     for block in line_blocks(fh, logparser.BLOCK_BYTES):
         lines, access = logparser.split_block(block)
         http += access.height
+        records += sum(t.height for t in (lines.stats, lines.spec) if t is not None)
         slow += len(lines.slow_idx)
-print(0, http, slow)
+print(records, http, slow)
 """
-"""The lines each lane takes in a vLLM log: C access rows, lines left to the line parser."""
+"""The lines each lane takes in a vLLM log: C access rows, C stats and spec rows, lines left
+to the line parser."""
 
 
 def lane_shares(path: Path, engine: str) -> str:
@@ -298,8 +300,10 @@ def lane_shares(path: Path, engine: str) -> str:
         return f"not measured: {proc.stderr.strip().splitlines()[-1]}"
     batch, http, slow = (int(x) for x in proc.stdout.split())
     total = batch + http + slow
-    if engine != "sglang":
-        return (f"C {100 * http / total:.1f}% (access), line parser {100 * slow / total:.1f}%")
+    if engine != "sglang":  # (``batch``: its stats and spec lines)
+        return (f"C {100 * (batch + http) / total:.1f}% (access {100 * http / total:.1f}%, "
+                f"stats and spec {100 * batch / total:.1f}%), line parser "
+                f"{100 * slow / total:.1f}%")
     return (f"C {100 * (batch + http) / total:.1f}% (batch {100 * batch / total:.1f}%, access "
             f"{100 * http / total:.1f}%), polars {100 * slow / total:.1f}%")
 

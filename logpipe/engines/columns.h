@@ -104,6 +104,42 @@ static inline int col_init(col_t *c, const char *name, int type, size_t rows) {
     return buf_fixed(&c->data, rows * WIDTH[type]);
 }
 
+/* A column of a table with few rows beside the block's lines (a vLLM log's stats lines):
+ * malloc'd room for ``rows`` values, grown by col_room as the table fills, and copied when
+ * handed to Python (a table sized for every line of the block, as col_init's, is ~9 MB of
+ * a busy 8 MB block that a few hundred rows do not need). */
+static inline int col_init_small(col_t *c, const char *name, int type, size_t rows) {
+    memset(c, 0, sizeof *c);
+    c->name = name;
+    c->type = type;
+    if (buf_reserve(&c->valid, rows)) return -1;
+    if (type == C_STR) {
+        int64_t zero = 0;
+        if (buf_reserve(&c->offs, (rows + 1) * sizeof zero)) return -1;
+        return buf_put(&c->offs, &zero, sizeof zero);
+    }
+    return buf_reserve(&c->data, rows * WIDTH[type]);
+}
+
+/* Room for row ``row`` in each of the n columns of a table of col_init_small (values and
+ * validity are written by index, their lengths set by col_rows: only offsets' first value
+ * is counted while it fills) */
+static inline int cols_room(col_t *c, int n, size_t row) {
+    for (int k = 0; k < n; k++) {
+        size_t need = row + 1;
+        if (c[k].valid.cap < need && buf_reserve(&c[k].valid, need)) return -1;
+        if (c[k].type == C_STR) {
+            size_t bytes = (need + 1) * sizeof(int64_t);
+            if (c[k].offs.cap < bytes && buf_reserve(&c[k].offs, bytes - c[k].offs.n))
+                return -1;
+        } else if (c[k].data.cap < need * WIDTH[c[k].type]
+                   && buf_reserve(&c[k].data, need * WIDTH[c[k].type])) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static inline void col_free(col_t *c) {
     buf_free(&c->data);
     buf_free(&c->valid);

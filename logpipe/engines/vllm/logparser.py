@@ -18,10 +18,11 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
 from logpipe.engines.clane import columns_frame, lane_enabled
 from logpipe.engines.parsing import Chunk, Era, RunSeen
-from logpipe.engines.vllm.parser import LogState, Parser
+from logpipe.engines.vllm.parser import FAST_ROW, LogState, Parser
 from logpipe.redaction import is_secret_key
 
 SCHEMAS: dict[str, dict[str, Any]] = {
@@ -57,6 +58,8 @@ try:
 except ImportError:  # built without a C compiler
     _fastlane = None
 _ACCESS_KINDS: dict[str, str] = dict(_fastlane.ACCESS_COLUMNS) if _fastlane else {}
+_STATS_KINDS: dict[str, str] = dict(_fastlane.STATS_COLUMNS) if _fastlane else {}
+_SPEC_KINDS: dict[str, str] = dict(_fastlane.SPEC_COLUMNS) if _fastlane else {}
 
 
 BLOCK_BYTES = 8 * 1024 * 1024
@@ -105,8 +108,8 @@ def plain_access(lines: list[str]) -> pl.DataFrame:
 def about() -> str:
     """What ``logpipe --version`` says of the vLLM parser."""
     if _fastlane is None:
-        return "vLLM: line parser (C access lane not built)"
-    return "vLLM: C access lane + line parser" if lane_enabled() else \
+        return "vLLM: line parser (C lane not built)"
+    return "vLLM: C lane (access, stats, spec lines) + line parser" if lane_enabled() else \
         "vLLM: line parser (LOGPIPE_FASTLANE=0)"
 
 
@@ -115,29 +118,82 @@ def fast_enabled() -> bool:
     return _fastlane is not None and lane_enabled()
 
 
+SLOW, STATS, SPEC = 0, 1, 2
+"""What a line of :meth:`Lines.items` is: one for the line parser, or a stats or spec line
+the C lane read."""
+
+
 class Lines:
     """A block's lines as :meth:`VLLMLogParser.finish` reads them: every line decoded
-    (the polars lane), or the lines the C lane left, decoded, and the block's bytes for
-    the rare access line the line parser must read (one that may end a wrapped stats
-    line)."""
+    (the polars lane), or the lines the C lane left, decoded, the stats and spec lines it
+    read (``stats``, ``spec``: its columns), and the block's bytes for the rare line the
+    line parser must read after all (one that may end a wrapped stats line)."""
 
     def __init__(self, lines: list[str] | None = None, slow_idx: list[int] | None = None,
                  slow: list[str] | None = None, block: bytes | bytearray = b"",
-                 access: pl.DataFrame | None = None, count: int = 0) -> None:
+                 access: pl.DataFrame | None = None, count: int = 0,
+                 stats: pl.DataFrame | None = None, spec: pl.DataFrame | None = None,
+                 per_position: pl.Series | None = None) -> None:
         self.all = lines
         self.slow_idx = slow_idx or []
         self.slow = slow or []
         self.block = block
         self.access = access
         self.count = len(lines) if lines is not None else count
+        self.stats = stats if stats is not None and stats.height else None
+        self.spec = spec if spec is not None and spec.height else None
+        self.per_position = per_position
+        self._order: tuple[list[int], list[tuple[int, int]]] | None = None
+        self._stamps: dict[int, list[tuple[str, tuple[int, int] | None, int | None]]] = {}
 
     def between(self, start: int, stop: int) -> Iterable[str]:
         """The lines ``start`` to ``stop`` (indexes in the block), none of them a plain
-        access line of a stretch."""
+        access line of a stretch, where the C lane read no stats or spec line."""
         if self.all is not None:
             return self.all[start:stop]
         lo, hi = bisect_left(self.slow_idx, start), bisect_left(self.slow_idx, stop)
         return self.slow[lo:hi]
+
+    @property
+    def records(self) -> bool:
+        """Whether the C lane read stats or spec lines of the block."""
+        return self.stats is not None or self.spec is not None
+
+    def items(self, start: int, stop: int) -> list[tuple[int, int]]:
+        """The lines ``start`` to ``stop``, none of them a plain access line of a
+        stretch, in order: ``(SLOW, i)``, line ``i`` of :attr:`slow`, or ``(STATS, i)``
+        or ``(SPEC, i)``, row ``i`` of the lane's table."""
+        if self._order is None:
+            idx = [(i, SLOW, k) for k, i in enumerate(self.slow_idx)]
+            for kind, table in ((STATS, self.stats), (SPEC, self.spec)):
+                if table is not None:
+                    idx += [(i, kind, k) for k, i in enumerate(table["idx"].to_list())]
+            idx.sort()
+            self._order = [i for i, _, _ in idx], [(kind, k) for _, kind, k in idx]
+        at, order = self._order
+        return order[bisect_left(at, start):bisect_left(at, stop)]
+
+    def stamps(self, kind: int) -> list[tuple[str, tuple[int, int] | None, int | None]]:
+        """Per row of the lane's stats (``STATS``) or spec table: its stamp ``MM-DD
+        HH:MM:SS``, the year and month of docker's stamp in front of it (None: none) and
+        its engine, as :meth:`Parser.stats_record` takes them."""
+        got = self._stamps.get(kind)
+        if got is None:
+            table = self.stats if kind == STATS else self.spec
+            assert table is not None
+            got = self._stamps[kind] = [
+                (ts, None if y is None else (y, m), engine) for ts, y, m, engine in zip(
+                    table["ts_raw"].to_list(), table["wrapper_year"].to_list(),
+                    table["wrapper_month"].to_list(), table["engine_index"].to_list(),
+                    strict=True)]
+        return got
+
+    def record_line(self, kind: int, row: int) -> str:
+        """The text of the stats (``STATS``) or spec line of the lane's row ``row``."""
+        table = self.stats if kind == STATS else self.spec
+        assert table is not None
+        off, n = table["off"][row], table["len"][row]
+        return bytes(self.block[off:off + n]).decode("utf-8", errors="replace")
 
     def access_line(self, index: int, row: int) -> str:
         """The text of line ``index``, the plain access line of ``access`` row ``row``."""
@@ -150,14 +206,27 @@ class Lines:
 
 def split_block(block: bytes | bytearray) -> tuple[Lines, pl.DataFrame]:
     """The C lane: the block's plain access lines as :func:`plain_access` gives them
-    (with each line's ``off`` and ``len`` in the block), and every other line."""
+    (with each line's ``off`` and ``len`` in the block), its default stats and spec lines
+    (:attr:`Lines.stats`, :attr:`Lines.spec`), and every other line."""
     assert _fastlane is not None
     out = _fastlane.scan_access(block)
     access = columns_frame(out["access"], _ACCESS_KINDS)
     slow = out["slow"].decode("utf-8", errors="replace").split("\n")
     slow.pop()  # (each line ends in a newline)
+    spec = columns_frame(out["spec"], _SPEC_KINDS)
+    per_position = None
+    if spec.height:
+        values = columns_frame(out["per_position"], {"value": "f64"})["value"].to_arrow()
+        offsets = np.zeros(spec.height + 1, dtype=np.int32)
+        np.cumsum(spec["per_position_n"].to_numpy(), out=offsets[1:])
+        # (the offsets' buffer as it is: pa.array of a numpy array imports pandas)
+        per_position = pl.Series("per_position", pa.ListArray.from_arrays(
+            pa.Array.from_buffers(pa.int32(), len(offsets), [None, pa.py_buffer(offsets)]),
+            values), dtype=pl.List(pl.Float64))
     return Lines(slow_idx=np.frombuffer(out["slow_idx"], dtype=np.int64).tolist(), slow=slow,
-                 block=block, access=access, count=out["lines"]), access
+                 block=block, access=access, count=out["lines"],
+                 stats=columns_frame(out["stats"], _STATS_KINDS), spec=spec,
+                 per_position=per_position), access
 
 
 def _stretch_rows(access: pl.DataFrame,
@@ -228,22 +297,39 @@ class VLLMLogParser:
 
     def finish(self, prepared: tuple[Lines, pl.DataFrame]) -> Chunk:
         """Every line through the line parser, except stretches of plain access lines
-        (most of a busy server's log: one a request), which take their rows at once."""
+        (most of a busy server's log: one a request), which take their rows at once, and
+        the stats and spec lines the C lane read, which take their values from it."""
         lines, access = prepared
-        feed, pos = self.parser.feed, 0
+        pos = 0
         stretches: list[tuple[int, int, int, int, datetime | None]] = []
         for start, stop, first in _stretches(access):
-            for text in lines.between(pos, start):
-                feed(self.state.lines + 1, text)
+            self._read(lines, pos, start)
             if self.state.pending is not None:  # the first may finish a wrapped stats line
-                feed(self.state.lines + 1, lines.access_line(start, first))
+                self.parser.feed(self.state.lines + 1, lines.access_line(start, first))
                 start, first = start + 1, first + 1
             if start < stop:
                 stretches.append((first, stop - start, *self.parser.access_lines(stop - start)))
             pos = stop
-        for text in lines.between(pos, lines.count):
-            feed(self.state.lines + 1, text)
-        return self._take(_stretch_rows(access, stretches) if stretches else None)
+        self._read(lines, pos, lines.count)
+        return self._take(_stretch_rows(access, stretches) if stretches else None, lines)
+
+    def _read(self, lines: Lines, start: int, stop: int) -> None:
+        """Lines ``start`` to ``stop`` of the block, none of them a plain access line of
+        a stretch, in order."""
+        feed, st = self.parser.feed, self.state
+        if not lines.records:
+            for text in lines.between(start, stop):
+                feed(st.lines + 1, text)
+            return
+        for kind, i in lines.items(start, stop):
+            if kind == SLOW:
+                feed(st.lines + 1, lines.slow[i])
+            elif st.pending is not None:  # it may be a wrapped stats line's rest
+                feed(st.lines + 1, lines.record_line(kind, i))
+            elif kind == STATS:
+                self.parser.stats_record(*lines.stamps(STATS)[i], i)
+            else:
+                self.parser.spec_record(*lines.stamps(SPEC)[i], i)
 
     def end(self) -> Chunk | None:
         self.parser.finish()
@@ -266,17 +352,28 @@ class VLLMLogParser:
     def quotation(self, path: Path, rows: Mapping[str, int], noise: int) -> str | None:
         return None
 
-    def _take(self, access: pl.DataFrame | None = None) -> Chunk:
+    def _take(self, access: pl.DataFrame | None = None, lines: Lines | None = None) -> Chunk:
         """The rows parsed since the last call, with ``access``: rows of stretches of
-        plain access lines."""
+        plain access lines, and the values of the stats and spec lines the C lane read
+        (of ``lines``)."""
         out = self.parser.take()
         tables: dict[str, pl.DataFrame] = {}
         for table, rows in (("vllm_stats", out.stats), ("vllm_spec_metrics", out.spec),
                             ("events", out.events), ("http_requests", out.http),
                             ("rejects", out.rejects)):
+            frames = []
+            if lines is not None and lines.records and table in _FAST_TABLES:
+                fast = [r for r in rows if FAST_ROW in r]
+                if fast:
+                    rows = [r for r in rows if FAST_ROW not in r]
+                    frames.append(_fast_rows(table, fast, lines))
             if rows:
-                tables[table] = pl.DataFrame({k: [r.get(k) for r in rows]
-                                              for k in SCHEMAS[table]}, schema=SCHEMAS[table])
+                frames.insert(0, pl.DataFrame({k: [r.get(k) for r in rows]
+                                               for k in SCHEMAS[table]}, schema=SCHEMAS[table]))
+            if len(frames) > 1:  # (in line order)
+                tables[table] = pl.concat(frames).sort("line_no", maintain_order=True)
+            elif frames:
+                tables[table] = frames[0]
         if access is not None:
             tables["http_requests"] = (pl.concat([tables["http_requests"], access])
                                        if "http_requests" in tables else access)
@@ -284,6 +381,52 @@ class VLLMLogParser:
                         era=_era(info), facts=_launch_facts(info))
                 for seq, info in sorted(out.runs.items())]
         return Chunk(tables=tables, runs=runs, noise=out.noise, may_hold_console=False)
+
+
+_FAST_TABLES = {"vllm_stats": STATS, "vllm_spec_metrics": SPEC}
+_FROM_PARSER = {"vllm_stats": ("run_seq", "line_no", "ts", "ts_raw", "year_from"),
+                "vllm_spec_metrics": ("run_seq", "line_no", "ts", "stats_line_no")}
+"""What the line parser gives a row of a line the C lane read (the run, the line, the
+time, the stats line a spec line goes with); the values are the lane's."""
+_CONSTANT: dict[str, dict[str, Any]] = {
+    "vllm_stats": {"engines_aggregated": None, "swapped": None, "deferred": None,
+                   "preemptions": None, "corrupted": None, "cpu_kv_usage": None,
+                   "external_prefix_hit_rate": None, "mm_hit_rate": None, "kv_fetch": None,
+                   "engine_version": "V1"},
+    "vllm_spec_metrics": {"form": "v1-0.11", "cumulative": False, "emitted_tokens": None,
+                          "spec_tokens": None, "system_efficiency": None}}
+"""The fields a row of :data:`~logpipe.engines.vllm.parser.STATS_V1` or ``SPEC_V1`` has
+the same in every line (as the line parser writes them)."""
+
+
+def _fast_rows(table: str, rows: list[dict[str, Any]], lines: Lines) -> pl.DataFrame:
+    """``table``'s rows of the lines the C lane read: ``rows`` (the line parser's part of
+    each, :data:`_FROM_PARSER`, and the lane's row) with the lane's values."""
+    kind = _FAST_TABLES[table]
+    schema = SCHEMAS[table]
+    source = lines.stats if kind == STATS else lines.spec
+    assert source is not None
+    take = [r[FAST_ROW] for r in rows]
+    lane = source[take]
+    columns: list[pl.Series | pl.Expr] = [
+        pl.Series(name, [r[name] for r in rows], dtype=schema[name])
+        for name in _FROM_PARSER[table]]
+    columns += [pl.lit(v, dtype=schema[name]).alias(name)
+                for name, v in _CONSTANT[table].items()]
+    if kind == SPEC:
+        assert lines.per_position is not None
+        columns.append(lines.per_position.gather(take))
+    else:
+        # a V0 hit-rate line after it sets the row's prefix hit rate (as the line parser
+        # does its last row's)
+        set_by = [r for r in rows if "prefix_hit_rate" in r]
+        if set_by:
+            columns.append(pl.when(pl.Series([("prefix_hit_rate" in r) for r in rows]))
+                           .then(pl.Series([r.get("prefix_hit_rate") for r in rows],
+                                           dtype=pl.Float64))
+                           .otherwise(pl.col("prefix_hit_rate")).alias("prefix_hit_rate"))
+    return lane.with_columns(columns).select(
+        [pl.col(name).cast(dtype) for name, dtype in schema.items()])
 
 
 def make_parser(state_json: str | None, fallback_date: str,

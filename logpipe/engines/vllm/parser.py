@@ -201,6 +201,11 @@ class LogState:
         return cls(**known)
 
 
+FAST_ROW = "_fast_row"
+"""The key of a stats or spec row whose values the C lane read: its row in the lane's
+table of the block (:meth:`Parser.stats_record`)."""
+
+
 @dataclass
 class Parsed:
     """Rows of a stretch of lines, by table, each with ``run_seq``."""
@@ -255,12 +260,18 @@ class Parser:
     # ------------------------------------------------------------------ time
 
     def _stamp(self, md: str, hms: str, before: str) -> tuple[datetime | None, str]:
+        wrapper = WRAPPER_DATE.search(before)
+        return self._stamp_at(md, hms, None if wrapper is None
+                              else (int(wrapper["y"]), int(wrapper["m"])))
+
+    def _stamp_at(self, md: str, hms: str, wrapper: tuple[int, int] | None
+                  ) -> tuple[datetime | None, str]:
+        """The time of a stamp ``MM-DD`` ``HH:MM:SS``; ``wrapper``: the year and month of
+        a full date in front of the record (:data:`WRAPPER_DATE`)."""
         st = self.state
         month, day = int(md[:2]), int(md[3:])
-        wrapper = WRAPPER_DATE.search(before)
         if wrapper is not None:
-            year = int(wrapper["y"])
-            wm = int(wrapper["m"])
+            year, wm = wrapper
             if wm == 1 and month == 12:  # the wrapper's clock is past New Year already
                 year -= 1
             elif wm == 12 and month == 1:
@@ -437,7 +448,7 @@ class Parser:
                 "cpu_kv_usage": None, "prefix_hit_rate": _pct(whole.group(8)),
                 "external_prefix_hit_rate": None, "mm_hit_rate": None, "kv_fetch": None,
                 "engine_version": "V1",
-            })
+            }, message)
             return
         values = {name: pat.search(body) for name, pat in STATS_FIELDS.items()}
         if values["prompt_tps"] is None or values["gen_tps"] is None or \
@@ -473,10 +484,14 @@ class Parser:
             "kv_fetch": values["kv_fetch"].group(1) if values["kv_fetch"] else None,
             "engine_version": "V0" if v0 else "V1",
         }
-        self._stats_row(row)
+        self._stats_row(row, message)
 
-    def _stats_row(self, row: dict[str, Any]) -> None:
+    def _stats_row(self, row: dict[str, Any], raw: str | None = None) -> None:
+        """``raw``: the line's message, where its values were read here (a count too big
+        for its column rejects it)."""
         st = self.state
+        if raw is not None and self._too_big(row, "stats", raw):
+            return
         self.out.stats.append(row)
         self._run_info(row["line_no"], row["ts"]).setdefault("shape", row["engine_version"])
         st.run_has_data = True
@@ -502,8 +517,24 @@ class Parser:
             if spec is None:
                 return
             engine_index, fields = spec
-        st = self.state
         index = int(engine_index) if engine_index else None
+        if not self._too_big({"line_no": line_no, "run_seq": run, "engine_index": index,
+                              **fields}, "speculative-decoding", head + body):
+            self._spec_row(line_no, ts, run, index, fields)
+
+    def _too_big(self, row: dict[str, Any], what: str, raw: str) -> bool:
+        """Whether a count of ``row`` is too big for its column (64 bits, 32 for an
+        engine's): the line is then a reject, not a block that cannot be written."""
+        for key, value in row.items():
+            if type(value) is int and abs(value) >= 1 << _INT_BITS.get(key, 63):
+                self._reject(row["line_no"], row["run_seq"],
+                             f"a vLLM {what} line whose {key} is too big for its column", raw)
+                return True
+        return False
+
+    def _spec_row(self, line_no: int, ts: datetime | None, run: int, index: int | None,
+                  fields: dict[str, Any]) -> None:
+        st = self.state
         stats_line = st.last_stats.pop(str(index), None)
         if stats_line is None and index is None and st.last_stats:
             # the spec line names no engine (as printed before 0.33): it follows the
@@ -580,6 +611,29 @@ class Parser:
             found = True
         return found
 
+    def stats_record(self, ts_raw: str, wrapper: tuple[int, int] | None,
+                     engine_index: int | None, row: int) -> None:
+        """The next line, a stats line in the default form :data:`STATS_V1` reads under
+        one prefix, as the C lane found it (its stamp ``MM-DD HH:MM:SS``, the year and
+        month of docker's stamp in front, its engine): what :meth:`feed` does with it,
+        but the reading of its values, which the caller takes from the lane's row
+        ``row`` (the row here holds ``FAST_ROW``).  Only while no wrapped stats line is
+        waiting (:attr:`LogState.pending`: the line may be its rest)."""
+        line_no = self.state.lines = self.state.lines + 1
+        ts, year_from = self._stamp_at(ts_raw[:5], ts_raw[6:], wrapper)
+        run = self._run(line_no, ts)
+        self._stats_row({"run_seq": run, "line_no": line_no, "ts": ts, "ts_raw": ts_raw,
+                         "year_from": year_from, "engine_index": engine_index,
+                         "engine_version": "V1", FAST_ROW: row})
+
+    def spec_record(self, ts_raw: str, wrapper: tuple[int, int] | None,
+                    engine_index: int | None, row: int) -> None:
+        """The next line, a SpecDecoding line :data:`SPEC_V1` reads whole, as the C lane
+        found it: as :meth:`stats_record`."""
+        line_no = self.state.lines = self.state.lines + 1
+        ts, _ = self._stamp_at(ts_raw[:5], ts_raw[6:], wrapper)
+        self._spec_row(line_no, ts, self._run(line_no, ts), engine_index, {FAST_ROW: row})
+
     def access_lines(self, n: int) -> tuple[int, int, datetime | None]:
         """The next ``n`` lines, each a plain access line (``logparser.plain_access``):
         what :meth:`feed` does with each, at once.  Returns their run, the first line's
@@ -617,6 +671,10 @@ class Parser:
     def _reject(self, line_no: int, run: int, reason: str, raw: str) -> None:
         self.out.rejects.append({"run_seq": run, "line_no": line_no, "reason": reason,
                                  "raw": raw[:2000]})
+
+
+_INT_BITS = {"engine_index": 31, "engines_aggregated": 31}
+"""The counts of a stats or spec row that are 32-bit columns (the others are 64-bit)."""
 
 
 def _unwrap(head: str, rest: str) -> str:
