@@ -29,7 +29,14 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from run import PY, generate_steady, measure, parse_size, write_results  # noqa: E402
+from run import (  # noqa: E402
+    PY,
+    compile_package,
+    generate_steady,
+    measure,
+    parse_size,
+    write_results,
+)
 
 
 def make_fleet(root: Path, folders: int, size: int) -> tuple[int, int]:
@@ -57,6 +64,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--workdir", type=Path, default=None)
     args = ap.parse_args()
+    compile_package()
     work = args.workdir or Path(tempfile.gettempdir()) / "logpipe-fleet-bench"
     work.mkdir(parents=True, exist_ok=True)
     fleet = work / f"fleet-{args.folders}x{args.size}"

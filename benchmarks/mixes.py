@@ -67,6 +67,7 @@ from run import (  # noqa: E402
     PY,
     SAMPLES,
     _jitter,
+    compile_package,
     generate_steady,
     measure_rounds,
     parse_size,
@@ -352,6 +353,7 @@ def main() -> None:
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--only", nargs="*", choices=sorted([*MIXES, FOLDER]), default=None)
     args = ap.parse_args()
+    compile_package()
     size = parse_size(args.size)
     work = args.workdir or Path(tempfile.gettempdir()) / "logpipe-mixes"
     work.mkdir(parents=True, exist_ok=True)

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import _jitter  # noqa: E402
+from run import _jitter, compile_package  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 MISSION = ROOT / "sample_logs" / "mission"
@@ -83,6 +83,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--workdir", type=Path, default=None)
     args = ap.parse_args()
+    compile_package()
     rows = int(float(args.rows.rstrip("Mm")) * 1e6) if args.rows[-1] in "Mm" \
         else int(args.rows)
     with tempfile.TemporaryDirectory() as tmp:

@@ -25,7 +25,15 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from run import PY, SAMPLES, _jitter, run_once, run_tree, write_results  # noqa: E402
+from run import (  # noqa: E402
+    PY,
+    SAMPLES,
+    _jitter,
+    compile_package,
+    run_once,
+    run_tree,
+    write_results,
+)
 
 SEEDS = ("eras/*.log", "eras/vllm/*.log", "wrappers/*.log", "restarts/*.log")
 
@@ -58,6 +66,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--workdir", type=Path, default=None)
     args = ap.parse_args()
+    compile_package()
     work = args.workdir or Path(tempfile.gettempdir()) / "logpipe-small-files"
     folder = work / f"fleet-{args.files}"
     print(f"building {args.files} small logs under {folder} ...", flush=True)
