@@ -240,6 +240,27 @@ def test_a_stats_line_without_its_fields_is_a_reject(tmp_path: Path) -> None:
     assert line == 11 and "without its throughputs" in reason
 
 
+def test_a_count_too_big_for_its_column_is_a_reject(tmp_path: Path) -> None:
+    """A stats line whose Running count, or a spec line whose token count, is beyond 64
+    bits is a reject of its line: the file's other rows are written (it made the block's
+    frame fail)."""
+    log = tmp_path / "server.log"
+    log.write_text((ERAS / "v0.9.2.log").read_text() +
+                   "INFO 07-08 12:03:20 [loggers.py:116] Engine 000: Avg prompt throughput: "
+                   "0.0 tokens/s, Avg generation throughput: 1.0 tokens/s, Running: "
+                   "123456789012345678901 reqs, Waiting: 0 reqs, GPU KV cache usage: 1.2%\n"
+                   "INFO 07-08 12:03:20 [metrics.py:82] SpecDecoding metrics: Draft "
+                   "acceptance rate: 62.5%, Accepted: 99999999999999999999 tokens, Drafted: "
+                   "800 tokens\n")
+    db = tmp_path / "db.duckdb"
+    ingest_paths([log], db)
+    rejects = query(db, "SELECT line_no, reason FROM rejects ORDER BY line_no")
+    assert [(line, "too big" in reason) for line, reason in rejects] == [(11, True),
+                                                                         (12, True)]
+    assert "running" in rejects[0][1] and "accepted_tokens" in rejects[1][1]
+    assert query(db, "SELECT count(*) FROM vllm_stats")[0][0] > 0
+
+
 def test_debug_idle_windows_are_read_and_never_steady(tmp_path: Path) -> None:
     """With VLLM_LOGGING_LEVEL=DEBUG an idle engine's stats lines are printed at DEBUG
     (0.6.6 logs them with logger.debug when both throughputs were 0 twice): they are
