@@ -424,3 +424,33 @@ def test_blocks_of_slow_lines_make_the_next_blocks_smaller(monkeypatch: pytest.M
     monkeypatch.setattr(fastlane, "enabled", lambda: False)
     assert logparser.SGLangLogParser(None, "2026-12-01").block_bytes == \
         logparser.SLOW_BLOCK_BYTES
+
+
+@needs_lane
+def test_a_docker_stamped_slow_line_takes_no_context(monkeypatch: pytest.MonkeyPatch):
+    """Behind ``docker logs --timestamps`` every line is a leader of its own (the stamp
+    is a prefix), so the fast line before a slow one is not handed to the polars parser
+    too; without the stamp a line may continue the one before (a traceback), and the fast
+    line before it is read by both.  Either way the lanes' tables are the same."""
+    real = (SAMPLES / "real-cpu" / "real-cpu-baseline-r1" / "server.log").read_text()
+    plain = [line for line in real.splitlines() if line]
+    assert sum("Decode batch" in line for line in plain) > 100
+    # a request record after every few batch lines, a traceback after some
+    mixed = []
+    for i, line in enumerate(plain):
+        mixed.append(line)
+        if "batch" in line and i % 3 == 2:
+            mixed.append(line[:line.index("]") + 1] + " Receive: obj=GenerateReqInput("
+                         f"rid='{i:032x}', text='x')")
+        if i % 97 == 96:
+            mixed += ["Traceback (most recent call last):", '  File "x.py", line 1, in f',
+                      "ValueError: boom"]
+    docker = [f"2026-06-07T09:00:{i % 60:02d}.{i:09d}Z {line}" for i, line in enumerate(mixed)]
+    for lines, context in ((docker, False), (mixed, True)):
+        data = ("\n".join(lines) + "\n").encode()
+        _same(data, 1 << 20, monkeypatch)
+        _same(data, 4096, monkeypatch)
+        lanes = fastlane.split_block(data, 1, "2026-06-07")
+        slow = lanes.slow_text.splitlines()
+        handed = sum("Decode batch" in line or "Prefill batch" in line for line in slow)
+        assert (handed > 20) == context, (context, handed)
