@@ -307,8 +307,9 @@ def test_time_only_stamps_take_the_date_and_roll_over_with_the_slow_lines(
             b"[00:00:03 TP0] Decode batch. #running-req: 1, #token: 8\n")
     monkeypatch.setenv("LOGPIPE_FASTLANE", "1")
     prepared = prepare_block(data, 1, "2026-01-01")
-    # lines 1, 4 and 5 (line 2 is read by both: a slow line follows it)
-    assert prepared.fast is not None and prepared.fast.batches.height == 3
+    # lines 1, 2, 4 and 5 (line 2 is not read by both: the slow line after it starts with
+    # SGLang's stamp, so it continues nothing)
+    assert prepared.fast is not None and prepared.fast.batches.height == 4
     rows = finish_chunk(prepared, LogState()).batches.sort("line_no")
     stamps = [(t.isoformat(sep=" "), raw) for t, raw in
               zip(rows["ts"], rows["ts_raw"], strict=True)]
@@ -427,26 +428,24 @@ def test_blocks_of_slow_lines_make_the_next_blocks_smaller(monkeypatch: pytest.M
 
 
 @needs_lane
-def test_a_docker_stamped_slow_line_takes_no_context(monkeypatch: pytest.MonkeyPatch):
-    """Behind ``docker logs --timestamps`` every line is a leader of its own (the stamp
-    is a prefix), so the fast line before a slow one is not handed to the polars parser
-    too; without the stamp a line may continue the one before (a traceback), and the fast
-    line before it is read by both.  Either way the lanes' tables are the same."""
+def test_a_stamped_slow_line_takes_no_context(monkeypatch: pytest.MonkeyPatch):
+    """A slow line that starts with SGLang's stamp, or with docker's, is a leader of its
+    own (the stamp is a prefix), so the fast line before it is not handed to the polars
+    parser too; a line without a stamp may continue the one before (a traceback), and the
+    fast line before it is read by both.  Either way the lanes' tables are the same."""
     real = (SAMPLES / "real-cpu" / "real-cpu-baseline-r1" / "server.log").read_text()
     plain = [line for line in real.splitlines() if line]
     assert sum("Decode batch" in line for line in plain) > 100
-    # a request record after every few batch lines, a traceback after some
-    mixed = []
+    stamped, bare = [], []  # a request record after batch lines; a traceback instead
     for i, line in enumerate(plain):
-        mixed.append(line)
+        stamped.append(line)
+        bare.append(line)
         if "batch" in line and i % 3 == 2:
-            mixed.append(line[:line.index("]") + 1] + " Receive: obj=GenerateReqInput("
-                         f"rid='{i:032x}', text='x')")
-        if i % 97 == 96:
-            mixed += ["Traceback (most recent call last):", '  File "x.py", line 1, in f',
-                      "ValueError: boom"]
-    docker = [f"2026-06-07T09:00:{i % 60:02d}.{i:09d}Z {line}" for i, line in enumerate(mixed)]
-    for lines, context in ((docker, False), (mixed, True)):
+            stamped.append(line[:line.index("]") + 1] + " Receive: obj=GenerateReqInput("
+                           f"rid='{i:032x}', text='x')")
+            bare += ["Traceback (most recent call last):", "ValueError: boom"]
+    docker = [f"2026-06-07T09:00:{i % 60:02d}.{i:09d}Z {line}" for i, line in enumerate(bare)]
+    for lines, context in ((stamped, False), (docker, False), (bare, True)):
         data = ("\n".join(lines) + "\n").encode()
         _same(data, 1 << 20, monkeypatch)
         _same(data, 4096, monkeypatch)

@@ -12,8 +12,8 @@
  *
  * A fast line immediately followed by a slow line is also copied to the slow text and
  * flagged keep=0 here, so the slow parser sees the line each of its lines follows (a
- * traceback's end, the leader of a continuation) -- unless the slow line carries docker's
- * stamp, which makes it a leader of its own.  A block's last line, when fast, is not:
+ * traceback's end, the leader of a continuation) -- unless the slow line starts with
+ * docker's stamp or SGLang's, which makes it a leader of its own.  A block's last line, when fast, is not:
  * the Python side carries the state past it (logpipe/sources/sglang_log.py), and a block
  * of fast lines only leaves the slow parser nothing to do.
  *
@@ -855,11 +855,12 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         }
         if (lane == 0) {
             /* the fast line before a slow one is read by both, where the slow one may
-             * continue it; a line behind docker's stamp never does: the stamp makes it a
-             * leader of its own (prefix.split_prefixes' has_prefix), so its context is
-             * not read twice (in a log of request records, a third of its batch and
-             * access lines were) */
-            int leads = plain && is_digit(s[0]) && docker_stamp(s, e) != NULL;
+             * continue it; a line that starts with docker's stamp or SGLang's never does:
+             * the stamp makes it a leader of its own (prefix.split_prefixes' has_prefix),
+             * so its context is not read twice (in a log of request records, a third of
+             * its batch and access lines were) */
+            int leads = plain && ((is_digit(s[0]) && docker_stamp(s, e) != NULL)
+                                  || (s[0] == '[' && stamp_like(s, e) != NULL));
             if (prev_lane && !leads && hand_on(prev_lane == 1 ? &bc[B_KEEP].data.p[nb - 1]
                                      : &hc[H_KEEP].data.p[nh - 1], &slow_idx,
                                      &slow, idx - 1, prev_s, prev_e)) { failed = 1; break; }
