@@ -434,8 +434,10 @@ def test_a_stamped_slow_line_takes_no_context(monkeypatch: pytest.MonkeyPatch):
     parser too; a line without a stamp may continue the one before (a traceback), and the
     fast line before it is read by both.  Either way the lanes' tables are the same."""
     real = (SAMPLES / "real-cpu" / "real-cpu-baseline-r1" / "server.log").read_text()
-    plain = [line for line in real.splitlines() if line]
-    assert sum("Decode batch" in line for line in plain) > 100
+    lines = [line for line in real.splitlines() if line]
+    first = next(i for i, line in enumerate(lines) if "batch" in line)
+    plain = lines[first:first + 400]  # (a stretch of batch lines and request records)
+    assert sum("Decode batch" in line for line in plain) > 60
     stamped, bare = [], []  # a request record after batch lines; a traceback instead
     for i, line in enumerate(plain):
         stamped.append(line)
@@ -448,7 +450,6 @@ def test_a_stamped_slow_line_takes_no_context(monkeypatch: pytest.MonkeyPatch):
     for lines, context in ((stamped, False), (docker, False), (bare, True)):
         data = ("\n".join(lines) + "\n").encode()
         _same(data, 1 << 20, monkeypatch)
-        _same(data, 4096, monkeypatch)
         lanes = fastlane.split_block(data, 1, "2026-06-07")
         slow = lanes.slow_text.splitlines()
         handed = sum("Decode batch" in line or "Prefill batch" in line for line in slow)
