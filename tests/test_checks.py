@@ -6,6 +6,7 @@ import json
 import shutil
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -350,6 +351,22 @@ def test_pairs_judged_on_threads_are_those_judged_one_by_one(
     from logpipe.checks import frames
     from logpipe.store import Store
 
+    # (the campaigns' arms are judged by compare's own function, not on the threads: once,
+    # for the three checks, ~5 s each)
+    campaigns: dict[str, Any] = {}
+    judge = frames.judge_campaign
+
+    def judged_once(store: Store, plan: str, options: Any) -> Any:
+        if plan not in campaigns:
+            try:
+                campaigns[plan] = judge(store, plan, options)
+            except Exception as exc:  # noqa: BLE001 - raised again each time, as it was
+                campaigns[plan] = exc
+        if isinstance(campaigns[plan], Exception):
+            raise campaigns[plan]
+        return campaigns[plan]
+
+    monkeypatch.setattr(frames, "judge_campaign", judged_once)
     with Store.open(sample_db, read_only=True) as store:
         monkeypatch.setattr(frames, "JUDGE_THREADS", 1)
         alone = frames.speculation_vs_baseline(store, {}, VerdictCache(store))
