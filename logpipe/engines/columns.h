@@ -90,35 +90,32 @@ typedef struct {
 
 static const size_t WIDTH[] = {8, 4, 8, 1, 0}; /* bytes per value of each type */
 
-/* A column with room for ``rows`` values (GIL held); string bytes grow as needed. */
-static inline int col_init(col_t *c, const char *name, int type, size_t rows) {
+/* A column with room for ``rows`` values, made by ``room`` (buf_fixed or buf_reserve) */
+static inline int col_make(col_t *c, const char *name, int type, size_t rows,
+                           int (*room)(buf_t *, size_t)) {
     memset(c, 0, sizeof *c);
     c->name = name;
     c->type = type;
-    if (buf_fixed(&c->valid, rows)) return -1;
+    if (room(&c->valid, rows)) return -1;
     if (type == C_STR) {
         int64_t zero = 0;
-        if (buf_fixed(&c->offs, (rows + 1) * sizeof zero)) return -1;
+        if (room(&c->offs, (rows + 1) * sizeof zero)) return -1;
         return buf_put(&c->offs, &zero, sizeof zero);
     }
-    return buf_fixed(&c->data, rows * WIDTH[type]);
+    return room(&c->data, rows * WIDTH[type]);
+}
+
+/* A column with room for ``rows`` values (GIL held); string bytes grow as needed. */
+static inline int col_init(col_t *c, const char *name, int type, size_t rows) {
+    return col_make(c, name, type, rows, buf_fixed);
 }
 
 /* A column of a table with few rows beside the block's lines (a vLLM log's stats lines):
- * malloc'd room for ``rows`` values, grown by col_room as the table fills, and copied when
+ * malloc'd room for ``rows`` values, grown by cols_room as the table fills, and copied when
  * handed to Python (a table sized for every line of the block, as col_init's, is ~9 MB of
  * a busy 8 MB block that a few hundred rows do not need). */
 static inline int col_init_small(col_t *c, const char *name, int type, size_t rows) {
-    memset(c, 0, sizeof *c);
-    c->name = name;
-    c->type = type;
-    if (buf_reserve(&c->valid, rows)) return -1;
-    if (type == C_STR) {
-        int64_t zero = 0;
-        if (buf_reserve(&c->offs, (rows + 1) * sizeof zero)) return -1;
-        return buf_put(&c->offs, &zero, sizeof zero);
-    }
-    return buf_reserve(&c->data, rows * WIDTH[type]);
+    return col_make(c, name, type, rows, buf_reserve);
 }
 
 /* Room for row ``row`` in each of the n columns of a table of col_init_small (values and

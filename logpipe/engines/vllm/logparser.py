@@ -22,7 +22,13 @@ import pyarrow as pa
 
 from logpipe.engines.clane import columns_frame, lane_enabled
 from logpipe.engines.parsing import Chunk, Era, RunSeen
-from logpipe.engines.vllm.parser import FAST_ROW, LogState, Parser
+from logpipe.engines.vllm.parser import (
+    FAST_ROW,
+    SPEC_V1_SAME,
+    STATS_V1_SAME,
+    LogState,
+    Parser,
+)
 from logpipe.redaction import is_secret_key
 
 SCHEMAS: dict[str, dict[str, Any]] = {
@@ -190,17 +196,16 @@ class Lines:
 
     def record_line(self, kind: int, row: int) -> str:
         """The text of the stats (``STATS``) or spec line of the lane's row ``row``."""
-        table = self.stats if kind == STATS else self.spec
-        assert table is not None
-        off, n = table["off"][row], table["len"][row]
-        return bytes(self.block[off:off + n]).decode("utf-8", errors="replace")
+        return self._text(self.stats if kind == STATS else self.spec, row)
 
     def access_line(self, index: int, row: int) -> str:
         """The text of line ``index``, the plain access line of ``access`` row ``row``."""
-        if self.all is not None:
-            return self.all[index]
-        assert self.access is not None
-        off, n = self.access["off"][row], self.access["len"][row]
+        return self.all[index] if self.all is not None else self._text(self.access, row)
+
+    def _text(self, table: pl.DataFrame | None, row: int) -> str:
+        """The text of the line of a lane's table's row (its ``off`` and ``len``)."""
+        assert table is not None
+        off, n = table["off"][row], table["len"][row]
         return bytes(self.block[off:off + n]).decode("utf-8", errors="replace")
 
 
@@ -388,15 +393,9 @@ _FROM_PARSER = {"vllm_stats": ("run_seq", "line_no", "ts", "ts_raw", "year_from"
                 "vllm_spec_metrics": ("run_seq", "line_no", "ts", "stats_line_no")}
 """What the line parser gives a row of a line the C lane read (the run, the line, the
 time, the stats line a spec line goes with); the values are the lane's."""
-_CONSTANT: dict[str, dict[str, Any]] = {
-    "vllm_stats": {"engines_aggregated": None, "swapped": None, "deferred": None,
-                   "preemptions": None, "corrupted": None, "cpu_kv_usage": None,
-                   "external_prefix_hit_rate": None, "mm_hit_rate": None, "kv_fetch": None,
-                   "engine_version": "V1"},
-    "vllm_spec_metrics": {"form": "v1-0.11", "cumulative": False, "emitted_tokens": None,
-                          "spec_tokens": None, "system_efficiency": None}}
-"""The fields a row of :data:`~logpipe.engines.vllm.parser.STATS_V1` or ``SPEC_V1`` has
-the same in every line (as the line parser writes them)."""
+_CONSTANT = {"vllm_stats": STATS_V1_SAME, "vllm_spec_metrics": SPEC_V1_SAME}
+"""The fields a row of the lines the C lane reads has the same in every line, from the line
+parser's (one place)."""
 
 
 def _fast_rows(table: str, rows: list[dict[str, Any]], lines: Lines) -> pl.DataFrame:

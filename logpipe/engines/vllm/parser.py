@@ -99,6 +99,12 @@ STATS_V1 = re.compile(
 cache's), whole: read by one match (groups: prompt, generation, running, waiting, KV
 usage, prefix hit rate), the rows it gives those of :data:`STATS_FIELDS` (~3x faster a
 line; any other line is read field by field)."""
+STATS_V1_SAME: dict[str, Any] = {
+    "engines_aggregated": None, "swapped": None, "deferred": None, "preemptions": None,
+    "corrupted": None, "cpu_kv_usage": None, "external_prefix_hit_rate": None,
+    "mm_hit_rate": None, "kv_fetch": None, "engine_version": "V1"}
+"""The fields a :data:`STATS_V1` line's row has the same whatever the line (the C lane's
+rows take them from here too: ``logparser``)."""
 ENGINE_PREFIX = re.compile(r"^(?:Engine (?P<idx>\d{3}): |(?P<agg>\d+) Engines Aggregated: )")
 V0_PREFIX_LINE = re.compile(r"^Prefix cache hit rate: GPU: " + NUM + "%, CPU: " + NUM + "%")
 
@@ -128,6 +134,10 @@ SPEC_V1 = re.compile(
 """The speculative line of 0.10.2/0.11 to 0.33 after its head, whole: read by one match
 (groups: mean length, accepted and drafted throughput, accepted, drafted, the
 per-position rates, the average rate), the row it gives that of :data:`SPEC_FIELDS`."""
+SPEC_V1_SAME: dict[str, Any] = {"form": "v1-0.11", "cumulative": False, "emitted_tokens": None,
+                                "spec_tokens": None, "system_efficiency": None}
+"""The fields a :data:`SPEC_V1` line's row has the same whatever the line (as
+:data:`STATS_V1_SAME`)."""
 
 # -------------------------------------------------------------------------- startup facts
 
@@ -440,14 +450,10 @@ class Parser:
                 "run_seq": run, "line_no": line_no, "ts": ts, "ts_raw": ts_raw or None,
                 "year_from": year_from,
                 "engine_index": int(whole["idx"]) if whole["idx"] else None,
-                "engines_aggregated": None,
                 "prompt_tps": _num(whole.group(2)), "gen_tps": _num(whole.group(3)),
                 "running": int(whole.group(4)), "waiting": int(whole.group(5)),
-                "swapped": None, "deferred": None, "preemptions": None, "corrupted": None,
                 "kv_device": whole["dev"], "kv_usage": _pct(whole.group(7)),
-                "cpu_kv_usage": None, "prefix_hit_rate": _pct(whole.group(8)),
-                "external_prefix_hit_rate": None, "mm_hit_rate": None, "kv_fetch": None,
-                "engine_version": "V1",
+                "prefix_hit_rate": _pct(whole.group(8)), **STATS_V1_SAME,
             }, message)
             return
         values = {name: pat.search(body) for name, pat in STATS_FIELDS.items()}
@@ -503,11 +509,10 @@ class Parser:
         if whole is not None:
             engine_index = whole["idx"]
             fields: dict[str, Any] = {
-                "form": "v1-0.11", "cumulative": False,
+                **SPEC_V1_SAME,
                 "accepted_tokens": int(whole.group(5)), "drafted_tokens": int(whole.group(6)),
-                "emitted_tokens": None, "spec_tokens": None,
                 "acceptance_rate": _pct(whole.group(9)),
-                "mean_acceptance_length": _num(whole.group(2)), "system_efficiency": None,
+                "mean_acceptance_length": _num(whole.group(2)),
                 "accepted_tps": _num(whole.group(3)), "drafted_tps": _num(whole.group(4)),
                 "per_position": [float(x) for x in _NUMBERS.findall(whole["pp"])
                                  if x != "nan"],
@@ -624,7 +629,7 @@ class Parser:
         run = self._run(line_no, ts)
         self._stats_row({"run_seq": run, "line_no": line_no, "ts": ts, "ts_raw": ts_raw,
                          "year_from": year_from, "engine_index": engine_index,
-                         "engine_version": "V1", FAST_ROW: row})
+                         "engine_version": STATS_V1_SAME["engine_version"], FAST_ROW: row})
 
     def spec_record(self, ts_raw: str, wrapper: tuple[int, int] | None,
                     engine_index: int | None, row: int) -> None:
