@@ -200,7 +200,7 @@ def test_a_file_that_fails_in_a_group_fails_alone(tmp_path: Path,
     """One file of a group fails while it is written: the group is rolled back and its
     files read again one by one, so that only that file fails and the others' rows are
     those of a serial ingest without it."""
-    logs = _messy_folder(tmp_path, ("eras", "wrappers"))
+    logs = _messy_folder(tmp_path, ("eras",))
     bad = (logs / "eras" / "v0.4.7.log").resolve()
     real_record = logfile.record_log_source
 
