@@ -48,7 +48,7 @@ def test_both_lanes_read_one_table_of_keys():
            b"gen throughput (token/s): 5.00, #queue-req: 0\n"
     renamed = tuple((b"#running" if k == b"#running-req" else k, i) for k, i in fastlane._KEYS)
     out = fastlane._fastlane.scan(line.replace(b"#running-req", b"#running"),
-                                  fastlane._PHRASES, renamed, b" graph")
+                                  fastlane._PHRASES, renamed, b" graph", fastlane._QUIET)
     running = fastlane._kept(out["batch"], fastlane._BATCH_KINDS)["running_req"].to_list()
     assert running == [3]
 
@@ -368,14 +368,17 @@ def test_mutated_real_lines_parse_the_same_in_both_lanes(data: st.DataObject,
 @given(st.binary(max_size=600))
 def test_any_bytes_scan_without_a_crash_and_every_line_once(data: bytes):
     """Arbitrary bytes straight into the C scan (under the sanitizer script, out-of-bounds
-    reads fail it): every line is a batch row, an HTTP row or a slow line, once."""
-    out = fastlane._fastlane.scan(data, fastlane._PHRASES, fastlane._KEYS, b" graph")
+    reads fail it): every line is a batch row, an HTTP row, a quiet row or a slow line,
+    once."""
+    out = fastlane._fastlane.scan(data, fastlane._PHRASES, fastlane._KEYS, b" graph",
+                                  fastlane._QUIET)
     taken = [fastlane._kept(out[t], kinds)["idx"].to_list()
-             for t, kinds in (("batch", fastlane._BATCH_KINDS), ("http", fastlane._HTTP_KINDS))]
+             for t, kinds in (("batch", fastlane._BATCH_KINDS), ("http", fastlane._HTTP_KINDS),
+                              ("quiet", fastlane._QUIET_KINDS))]
     import numpy as np
 
     slow = np.frombuffer(out["slow_idx"], dtype=np.int64).tolist()
-    every = sorted(taken[0] + taken[1] + slow)
+    every = sorted(taken[0] + taken[1] + taken[2] + slow)
     assert every == sorted(set(every))
     assert out["lines"] == data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
     assert all(0 <= i < max(out["lines"], 1) for i in every)
@@ -443,8 +446,8 @@ def test_a_stamped_slow_line_takes_no_context(monkeypatch: pytest.MonkeyPatch):
         stamped.append(line)
         bare.append(line)
         if "batch" in line and i % 3 == 2:
-            stamped.append(line[:line.index("]") + 1] + " Receive: obj=GenerateReqInput("
-                           f"rid='{i:032x}', text='x')")
+            stamped.append(line[:line.index("]") + 1] + " Ignore import error when loading "
+                           f"sglang.srt.models.m{i}: no module")
             bare += ["Traceback (most recent call last):", "ValueError: boom"]
     docker = [f"2026-06-07T09:00:{i % 60:02d}.{i:09d}Z {line}" for i, line in enumerate(bare)]
     for lines, context in ((stamped, False), (docker, False), (bare, True)):
@@ -452,5 +455,80 @@ def test_a_stamped_slow_line_takes_no_context(monkeypatch: pytest.MonkeyPatch):
         _same(data, 1 << 20, monkeypatch)
         lanes = fastlane.split_block(data, 1, "2026-06-07")
         slow = lanes.slow_text.splitlines()
+        assert sum("Ignore import error" in line or "Traceback" in line for line in slow) > 20
         handed = sum("Decode batch" in line or "Prefill batch" in line for line in slow)
         assert (handed > 20) == context, (context, handed)
+
+
+_RECEIVE = ("Receive: obj=GenerateReqInput(rid='{rid}', session_id=None, text='{text}', "
+            "sampling_params={{'temperature': 0.0, 'max_new_tokens': 8}}, stream=False)")
+
+
+@needs_lane
+@pytest.mark.parametrize("text, quiet", [
+    ("hello", True),
+    ("a wrapper's ] [2026-01-01 00:00:00] stamp inside", True),
+    ("maximise THROUGHPUT please", False),  # record-like (any case): counted as not read
+    ("a Decode Batch of words", False),
+    ("#pending-token: 3", False),  # what an era feature reads in any line
+    ("MAMBA USAGE: 0.5", False),
+    ("KV Cache is allocated. #tokens: 9", False),
+    ("The server is fired up and ready to roll", False),  # an event phrase
+    ("caf\u00e9", False),  # not plain ASCII
+    ("tab\there", False),
+])
+def test_a_request_receipt_is_quiet_unless_it_says_what_the_parser_reads(text: str,
+                                                                         quiet: bool):
+    """A request log's ``Receive:`` line is a quiet row of the C lane (its stamp, no
+    table), unless it holds what the polars parser would count or read in it."""
+    line = "[2026-03-01 10:00:24 TP0] " + _RECEIVE.format(rid="0" * 32, text=text)
+    lanes = fastlane.split_block((line + "\n").encode(), 1, "2026-01-01")
+    assert lanes.quiet.height == int(quiet)
+    assert list(lanes.slow_line_nos) == ([] if quiet else [1])
+    assert set(fastlane.QUIET_PHRASES) >= {"throughput", "#pending-token: "}
+
+
+def _receipts(lines: list[str]) -> list[str]:
+    """``lines`` with a request receipt after every fifth stamped line (with its stamp and
+    rank tag), some saying what the polars parser reads."""
+    texts = ["hello", "maximise Throughput", "x" * 300, "#swa token: 1", "ok"]
+    out = []
+    for i, line in enumerate(lines):
+        out.append(line)
+        cut = line.find("] ")
+        if i % 5 == 0 and cut > 0 and line.lstrip().startswith(("[", "2")):
+            out.append(line[:cut + 2] + _RECEIVE.format(rid=f"{i:032x}", text=texts[i % 5]))
+    return out
+
+
+@needs_lane
+def test_quiet_rows_give_the_runs_of_the_polars_parser(monkeypatch: pytest.MonkeyPatch):
+    """Request receipts among a real log's lines, in two launches (one the first line of a
+    run, one the last), behind docker's and journald's prefixes, with time-only stamps
+    across midnight, before a traceback and at a block's end: the lanes' tables, runs
+    (spans, era features) and counts are the same, and the C lane took the receipts."""
+    real = (SAMPLES / "real-cpu" / "real-cpu-baseline-r1" / "server.log").read_text()
+    lines = real.splitlines()
+    launch = next(i for i, line in enumerate(lines) if "server_args=" in line)
+    two = lines + lines[launch:]  # a second launch: its first line after server_args
+    two.insert(len(lines), lines[launch][:lines[launch].index("] ") + 2]
+               + _RECEIVE.format(rid="f" * 32, text="last of run 1"))
+    plain = _receipts(two)
+    docker = [f"2026-12-01T09:17:{i % 60:02d}.{i:09d}Z {line}" for i, line in enumerate(plain)]
+    journald = [f"Dec 01 09:17:{i % 60:02d} node7 python3[4242]: {line}"
+                for i, line in enumerate(plain)]
+    clock = ["[23:59:58 TP0] Decode batch. #running-req: 1, #token: 5",
+             "[23:59:59.5 TP0] " + _RECEIVE.format(rid="1" * 32, text="before midnight"),
+             "[00:00:01 TP0] " + _RECEIVE.format(rid="2" * 32, text="after midnight"),
+             "[00:00:02 TP1] " + _RECEIVE.format(rid="3" * 32, text="before a traceback"),
+             "Traceback (most recent call last):", "ValueError: boom",
+             "[00:00:03 TP0] Decode batch. #running-req: 1, #token: 6",
+             "[00:00:04 EP1 TP0] " + _RECEIVE.format(rid="4" * 32, text="the last line")]
+    for log in (plain, docker, journald, clock):
+        data = ("\n".join(log) + "\n").encode()
+        _same(data, 1 << 20, monkeypatch)
+        _same(data[: data.rfind(b"\n", 0, 1 << 15) + 1], 900, monkeypatch)
+        lanes = fastlane.split_block(data, 1, "2026-12-01")
+        assert lanes.quiet.height >= sum("Receive:" in line for line in log) // 2, log[0]
+        # a receipt before an unstamped line is read by both lanes: only the slow one's
+        assert not set(lanes.quiet["line_no"]) & set(lanes.slow_line_nos.tolist())

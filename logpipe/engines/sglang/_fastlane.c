@@ -3,7 +3,8 @@
  * It takes only the two line shapes that make up nearly all of a long log, when they are
  * written plainly: a batch line ("[date time(.ms) RANKS] Prefill/Decode batch..., key:
  * value, ...") and a uvicorn access line ("[date time] INFO:     client - "GET /path
- * HTTP/1.1" 200 OK").  Everything else -- and any line of those shapes with something
+ * HTTP/1.1" 200 OK"); and the request log's "Receive: obj=..." line, which no table
+ * reads (a "quiet" line: its stamp joins its run's span, nothing else).  Everything else -- and any line of those shapes with something
  * unusual in it (a wrapper prefix, a time-only stamp, a control character, a value that is
  * not a plain number, a composite value, a phrase an event pattern looks for) -- goes to
  * the "slow" text returned alongside, which the vectorised polars parser reads exactly as
@@ -415,6 +416,38 @@ static int has_phrase(const phrases_t *ph, const char *s, const char *e) {
     return 0;
 }
 
+/* The same, each phrase (given in lower case) compared with the line's letters in lower
+ * case: on a plain line (printable ASCII) OR-ing 0x20 lowers a capital and changes no byte
+ * that can equal a phrase's other bytes (digits, punctuation, space: only control bytes,
+ * which a plain line lacks, would fold onto them). */
+static int has_phrase_folded(const phrases_t *ph, const char *s, const char *e) {
+    char pair[2];
+    for (const char *q = s; q + 1 < e; q++) {
+        pair[0] = (char)(q[0] | 0x20);
+        pair[1] = (char)(q[1] | 0x20);
+        if (!starts_pair(ph, pair)) continue;
+        for (Py_ssize_t i = 0; i < ph->count; i++) {
+            size_t n = ph->n[i], k = 0;
+            if ((size_t)(e - q) < n) continue;
+            while (k < n && (char)(q[k] | 0x20) == ph->s[i][k]) k++;
+            if (k == n) return 1;
+        }
+    }
+    return 0;
+}
+
+/* A request log's "Receive: " line is quiet when the polars parser would read nothing in
+ * it: no event phrase (``ph``), nothing its record-like count or a run's era features look
+ * for in any line (``quiet``, lower case: ``fastlane.QUIET_PHRASES``).  Its row holds its
+ * stamp only (the run's span), and the polars parser no longer reads its kilobytes. */
+#define RECEIVE "Receive: "
+static int is_quiet(const char *msg, const char *e, const phrases_t *ph,
+                    const phrases_t *quiet) {
+    size_t n = sizeof RECEIVE - 1;
+    return (size_t)(e - msg) > n && memcmp(msg, RECEIVE, n) == 0 && !has_phrase(ph, msg, e)
+        && !has_phrase_folded(quiet, msg, e);
+}
+
 /* ---------------------------------------------------------------- batch lines */
 
 /* The typed columns a batch line fills (slots).  Which printed key fills which slot is
@@ -640,6 +673,11 @@ static const char *H_NAMES[NH] = {
 static const int H_TYPES[NH] = {C_I64, C_I64, C_U8, C_STR, C_STR, C_STR, C_STR, C_STR, C_STR,
                                 C_I32, C_STR, C_I64, C_I64, C_I64, C_U8, C_STR};
 
+enum { Q_IDX, Q_TS, Q_MS, Q_RANKTAG, Q_TSRAW, Q_SHAPE, Q_MSG_OFF, Q_MSG_LEN, Q_KEEP, NQ };
+static const char *Q_NAMES[NQ] = {"idx", "ts", "stamp", "rank_tag", "ts_raw", "shape",
+                                  "msg_off", "msg_len", "keep"};
+static const int Q_TYPES[NQ] = {C_I64, C_I64, C_U8, C_STR, C_STR, C_I64, C_I64, C_I64, C_U8};
+
 static const int CANON_COL[N_CANON] = {B_NEW_SEQ, B_NEW_TOKEN, B_CACHED, B_RUNNING, B_QUEUE,
                                        B_TOKEN, B_USAGE, B_GEN, B_INPUT, B_ACCEPT_LEN,
                                        B_ACCEPT_RATE, B_GRAPH};
@@ -722,6 +760,18 @@ static int emit_http(col_t *c, size_t row, int64_t idx, const prefix_t *p, const
     return r ? -1 : 0;
 }
 
+/* A quiet line's row: its shape is its prefix's alone (the era features a quiet line
+ * shows are its stamp's and rank tag's: its message has none, by is_quiet) */
+static int emit_quiet(col_t *c, size_t row, int64_t idx, const prefix_t *p, const char *data,
+                      const char *msg, const char *e) {
+    int r = put_head(c, row, idx, p);  /* Q_IDX .. Q_TSRAW */
+    r |= put_i64(&c[Q_SHAPE], row, (int64_t)prefix_shape(p), 1);
+    r |= put_i64(&c[Q_MSG_OFF], row, (int64_t)(msg - data), 1);
+    r |= put_i64(&c[Q_MSG_LEN], row, (int64_t)(e - msg), 1);
+    r |= put_u8(&c[Q_KEEP], row, 1, 1);
+    return r ? -1 : 0;
+}
+
 static int ends_with_ray_repeat(const char *s, const char *e) {
     while (e > s && e[-1] == ' ') e--;
     return e - s >= 15 && memcmp(e - 15, "across cluster]", 15) == 0;
@@ -736,18 +786,41 @@ static int hand_on(char *keep, col_t *slow_idx, buf_t *slow, int64_t idx, const 
     return buf_byte(slow, '\n');
 }
 
+/* The phrases of a tuple of bytes (each two bytes long at least; ``folded``: in lower
+ * case, for has_phrase_folded).  0, or -1 with the error set. */
+static int phrases_from(PyObject *tuple, phrases_t *ph, int folded) {
+    ph->count = PyTuple_GET_SIZE(tuple);
+    ph->s = calloc((size_t)ph->count + 1, sizeof *ph->s);
+    ph->n = calloc((size_t)ph->count + 1, sizeof *ph->n);
+    if (!ph->s || !ph->n) { PyErr_NoMemory(); return -1; }
+    for (Py_ssize_t i = 0; i < ph->count; i++) {
+        PyObject *o = PyTuple_GET_ITEM(tuple, i);
+        if (!PyBytes_Check(o)) { PyErr_SetString(PyExc_TypeError, "phrases must be bytes"); return -1; }
+        ph->s[i] = PyBytes_AS_STRING(o);
+        ph->n[i] = (size_t)PyBytes_GET_SIZE(o);
+        if (ph->n[i] < 2) { PyErr_SetString(PyExc_ValueError, "phrase shorter than 2 bytes"); return -1; }
+        for (size_t k = 0; folded && k < ph->n[i]; k++)
+            if ((ph->s[i][k] | 0x20) != ph->s[i][k] || (uint8_t)ph->s[i][k] >= 0x7f) {
+                PyErr_SetString(PyExc_ValueError, "a folded phrase must be lower case");
+                return -1;
+            }
+        unsigned k = (unsigned)(uint8_t)ph->s[i][0] << 8 | (uint8_t)ph->s[i][1];
+        ph->pair[k >> 6] |= (uint64_t)1 << (k & 63);
+    }
+    return 0;
+}
+
 static PyObject *scan(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer view;
-    PyObject *phrase_tuple, *key_tuple;
+    PyObject *phrase_tuple, *key_tuple, *quiet_tuple;
     const char *suffix;
     Py_ssize_t suffix_n;
-    if (!PyArg_ParseTuple(args, "y*O!O!y#", &view, &PyTuple_Type, &phrase_tuple, &PyTuple_Type,
-                          &key_tuple, &suffix, &suffix_n)) return NULL;
-    phrases_t ph = {0};
-    ph.count = PyTuple_GET_SIZE(phrase_tuple);
-    ph.s = calloc((size_t)ph.count + 1, sizeof *ph.s);
-    ph.n = calloc((size_t)ph.count + 1, sizeof *ph.n);
+    if (!PyArg_ParseTuple(args, "y*O!O!y#O!", &view, &PyTuple_Type, &phrase_tuple, &PyTuple_Type,
+                          &key_tuple, &suffix, &suffix_n, &PyTuple_Type, &quiet_tuple))
+        return NULL;
+    phrases_t ph = {0}, qp = {0};
+    int phrases_ok = !phrases_from(phrase_tuple, &ph, 0) && !phrases_from(quiet_tuple, &qp, 1);
     keys_t kt = {0};
     kt.count = PyTuple_GET_SIZE(key_tuple);
     kt.s = calloc((size_t)kt.count + 1, sizeof *kt.s);
@@ -755,11 +828,11 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     kt.slot = calloc((size_t)kt.count + 1, sizeof *kt.slot);
     kt.suffix = suffix;
     kt.suffix_n = (size_t)suffix_n;
-    col_t bc[NB], hc[NH], slow_idx;
+    col_t bc[NB], hc[NH], qc[NQ], slow_idx;
     buf_t slow = {0};
     batch_t b;
     memset(&b, 0, sizeof b);
-    int ok = ph.s && ph.n && kt.s && kt.n && kt.slot;
+    int ok = phrases_ok && kt.s && kt.n && kt.slot;
     if (ok && suffix_n < 1) { PyErr_SetString(PyExc_ValueError, "empty graph suffix"); ok = 0; }
     for (Py_ssize_t i = 0; ok && i < kt.count; i++) {
         PyObject *o = PyTuple_GET_ITEM(key_tuple, i), *key, *slot;
@@ -780,15 +853,6 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         kt.n[i] = (size_t)PyBytes_GET_SIZE(key);
         kt.slot[i] = (int)v;
     }
-    for (Py_ssize_t i = 0; ok && i < ph.count; i++) {
-        PyObject *o = PyTuple_GET_ITEM(phrase_tuple, i);
-        if (!PyBytes_Check(o)) { PyErr_SetString(PyExc_TypeError, "phrases must be bytes"); ok = 0; break; }
-        ph.s[i] = PyBytes_AS_STRING(o);
-        ph.n[i] = (size_t)PyBytes_GET_SIZE(o);
-        if (ph.n[i] < 2) { PyErr_SetString(PyExc_ValueError, "phrase shorter than 2 bytes"); ok = 0; break; }
-        unsigned k = (unsigned)(uint8_t)ph.s[i][0] << 8 | (uint8_t)ph.s[i][1];
-        ph.pair[k >> 6] |= (uint64_t)1 << (k & 63);
-    }
     const char *data = view.buf, *end = data + view.len, *s = data;
     size_t rows;
     Py_BEGIN_ALLOW_THREADS
@@ -796,19 +860,22 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS
     memset(bc, 0, sizeof bc);
     memset(hc, 0, sizeof hc);
+    memset(qc, 0, sizeof qc);
     memset(&slow_idx, 0, sizeof slow_idx);
     for (int k = 0; ok && k < NB; k++) ok = !col_init(&bc[k], B_NAMES[k], B_TYPES[k], rows);
     for (int k = 0; ok && k < NH; k++) ok = !col_init(&hc[k], H_NAMES[k], H_TYPES[k], rows);
+    /* (quiet lines are none of most logs, a fraction of a request log's: grown as found) */
+    for (int k = 0; ok && k < NQ; k++) ok = !col_init_small(&qc[k], Q_NAMES[k], Q_TYPES[k], 64);
     if (ok) ok = !col_init(&slow_idx, "idx", C_I64, rows);
 
     int64_t idx = 0, lines = 0;
-    int prev_lane = 0; /* 0 slow, 1 batch, 2 http */
+    int prev_lane = 0; /* 0 slow, 1 batch, 2 http, 3 quiet */
     const char *prev_s = NULL, *prev_e = NULL;
     int failed = !ok;
-    size_t nb = 0, nh = 0; /* rows of the batch and HTTP tables */
+    size_t nb = 0, nh = 0, nq = 0; /* rows of the batch, HTTP and quiet tables */
     Py_BEGIN_ALLOW_THREADS
     while (!failed && s < end) {
-        if (nb >= rows || nh >= rows) { failed = 1; break; } /* one row per line at most */
+        if (nb >= rows || nh >= rows || nq >= rows) { failed = 1; break; } /* one row a line */
         int plain;
         const char *e = line_end(s, end, &plain);
         const char *next = e < end ? e + 1 : end;
@@ -839,6 +906,12 @@ static PyObject *scan(PyObject *self, PyObject *args) {
                     && !(h.has_text && has_phrase(&ph, h.text, e))) {
                     if (emit_http(hc, nh++, idx, &p, &h, data, p.msg, e)) { failed = 1; break; }
                     lane = 2;
+                } else if (is_quiet(p.msg, e, &ph, &qp)) {
+                    if (cols_room(qc, NQ, nq) || emit_quiet(qc, nq++, idx, &p, data, p.msg, e)) {
+                        failed = 1;
+                        break;
+                    }
+                    lane = 3;
                 }
             }
         }
@@ -861,9 +934,13 @@ static PyObject *scan(PyObject *self, PyObject *args) {
              * its batch and access lines were) */
             int leads = plain && ((is_digit(s[0]) && docker_stamp(s, e) != NULL)
                                   || (s[0] == '[' && stamp_like(s, e) != NULL));
-            if (prev_lane && !leads && hand_on(prev_lane == 1 ? &bc[B_KEEP].data.p[nb - 1]
-                                     : &hc[H_KEEP].data.p[nh - 1], &slow_idx,
-                                     &slow, idx - 1, prev_s, prev_e)) { failed = 1; break; }
+            char *keep = prev_lane == 1 ? &bc[B_KEEP].data.p[nb - 1]
+                         : prev_lane == 2 ? &hc[H_KEEP].data.p[nh - 1]
+                         : prev_lane == 3 ? &qc[Q_KEEP].data.p[nq - 1] : NULL;
+            if (prev_lane && !leads && hand_on(keep, &slow_idx, &slow, idx - 1, prev_s, prev_e)) {
+                failed = 1;
+                break;
+            }
             if (hand_on(NULL, &slow_idx, &slow, idx, s, e)) { failed = 1; break; }
         }
         prev_lane = lane;
@@ -875,30 +952,36 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     lines = idx;
     col_rows(bc, NB, nb);
     col_rows(hc, NH, nh);
+    col_rows(qc, NQ, nq);
     Py_END_ALLOW_THREADS
 
     PyObject *out = NULL;
     if (!failed) {
         PyObject *bd = cols_to_dict(bc, B_NAMES, NB);
         PyObject *hd = bd ? cols_to_dict(hc, H_NAMES, NH) : NULL;
-        if (bd && hd)
-            out = Py_BuildValue("{s:N,s:N,s:y#,s:N,s:L}", "batch", bd, "http", hd, "slow",
-                                slow.p ? slow.p : "", (Py_ssize_t)slow.n, "slow_idx",
-                                buf_take(&slow_idx.data), "lines", (long long)lines);
+        PyObject *qd = hd ? cols_to_dict(qc, Q_NAMES, NQ) : NULL;
+        if (bd && hd && qd)
+            out = Py_BuildValue("{s:N,s:N,s:N,s:y#,s:N,s:L}", "batch", bd, "http", hd, "quiet",
+                                qd, "slow", slow.p ? slow.p : "", (Py_ssize_t)slow.n,
+                                "slow_idx", buf_take(&slow_idx.data), "lines", (long long)lines);
         else {
             Py_XDECREF(bd);
             Py_XDECREF(hd);
+            Py_XDECREF(qd);
         }
     } else if (!PyErr_Occurred()) {
         PyErr_NoMemory();
     }
     for (int k = 0; k < NB; k++) col_free(&bc[k]);
     for (int k = 0; k < NH; k++) col_free(&hc[k]);
+    for (int k = 0; k < NQ; k++) col_free(&qc[k]);
     col_free(&slow_idx);
     free(slow.p);
     free(b.extra.p);
     free(ph.s);
     free(ph.n);
+    free(qp.s);
+    free(qp.n);
     free(kt.s);
     free(kt.n);
     free(kt.slot);
@@ -909,9 +992,9 @@ static PyObject *scan(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     COUNT_LINES_METHOD,
     {"scan", scan, METH_VARARGS,
-     "scan(data, phrases, keys, graph_suffix) -> dict: fast-lane batch and HTTP rows of a "
-     "block of complete lines, and the text of the lines left to the polars parser; keys "
-     "are (printed key, slot) pairs (slots: CANON_SLOTS)."},
+     "scan(data, phrases, keys, graph_suffix, quiet_phrases) -> dict: fast-lane batch, "
+     "HTTP and quiet rows of a block of complete lines, and the text of the lines left to "
+     "the polars parser; keys are (printed key, slot) pairs (slots: CANON_SLOTS)."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastlane",
@@ -929,23 +1012,15 @@ PyMODINIT_FUNC PyInit__fastlane(void) {
         if (!item) { Py_CLEAR(slots); break; }
         PyTuple_SET_ITEM(slots, k, item);
     }
-    PyObject *bcols = column_table(B_NAMES, B_TYPES, NB);
-    PyObject *hcols = column_table(H_NAMES, H_TYPES, NH);
-    if (!slots || !bcols || !hcols || PyModule_AddObject(m, "CANON_SLOTS", slots) < 0) {
-        Py_XDECREF(slots);
-        Py_XDECREF(bcols);
-        Py_XDECREF(hcols);
-        Py_DECREF(m);
-        return NULL;
-    }
-    if (PyModule_AddObject(m, "BATCH_COLUMNS", bcols) < 0) {
-        Py_DECREF(bcols);
-        Py_XDECREF(hcols);
-        Py_DECREF(m);
-        return NULL;
-    }
-    if (PyModule_AddObject(m, "HTTP_COLUMNS", hcols) < 0) {
-        Py_DECREF(hcols);
+    /* (PyModule_AddObjectRef takes no reference: each is released here, added or not) */
+    PyObject *objs[] = {slots, column_table(B_NAMES, B_TYPES, NB),
+                        column_table(H_NAMES, H_TYPES, NH), column_table(Q_NAMES, Q_TYPES, NQ)};
+    const char *names[] = {"CANON_SLOTS", "BATCH_COLUMNS", "HTTP_COLUMNS", "QUIET_COLUMNS"};
+    int ok = 1;
+    for (int k = 0; k < 4; k++)
+        ok = ok && objs[k] != NULL && PyModule_AddObjectRef(m, names[k], objs[k]) == 0;
+    for (int k = 0; k < 4; k++) Py_XDECREF(objs[k]);
+    if (!ok) {
         Py_DECREF(m);
         return NULL;
     }

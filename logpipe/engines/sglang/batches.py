@@ -14,6 +14,8 @@ with its reason; it never raises.
 
 from __future__ import annotations
 
+import re
+
 import polars as pl
 
 # Head: "Prefill batch. " (≤0.5.3), "Decode batch, " (0.5.4+), " [N]" forward iteration
@@ -28,6 +30,12 @@ HEAD_RE = (
 HEAD_ONLY_RE = r"^(?:Prefill|Decode) batch(?:\(mixed #running-req: [^)]*\))?(?: ?\[[^\]]*\])?[.,]"
 HEAD_SCAN = 96
 LOOKS_LIKE_BATCH_RE = r"^(?:Prefill|Decode) batch\b"
+
+RECORD_LIKE_PHRASES = ("prefill batch", "decode batch", "throughput")
+"""What a line that may hold a measurement says, in any case: ingest counts such lines it
+did not read, and ``logpipe doctor`` lists them (:data:`RECORD_LIKE_RE`; the C lane leaves
+a line that says one to the polars parser, which counts it)."""
+RECORD_LIKE_RE = "(?i)" + "|".join(re.escape(p) for p in RECORD_LIKE_PHRASES)
 
 
 INT, FLOAT, BOOL = pl.Int64, pl.Float64, pl.Boolean

@@ -4,8 +4,9 @@
 ``logpipe/engines/sglang/_fastlane.c``), which reads the plain batch lines and uvicorn
 access lines that make up nearly all of a long log (also behind ``docker logs
 --timestamps`` and behind an outer prefix no known wrapper explains, journald's or a
-compose service's, whose text comes back in ``outer`` for ``line_prefixes``) and returns
-everything else as text for the polars parser.  The contract: for every line it takes,
+compose service's, whose text comes back in ``outer`` for ``line_prefixes``), and the
+request log's ``Receive:`` lines, whose stamps alone count (:data:`QUIET_PHRASES`), and
+returns everything else as text for the polars parser.  The contract: for every line it takes,
 the fast lane produces exactly the row the polars parser would (``tests/test_fastlane.py``
 parses every sample and generated logs both ways and compares the tables); whenever a
 line has anything unusual in it, it leaves the line to the polars parser.
@@ -23,7 +24,8 @@ import numpy as np
 import polars as pl
 
 from logpipe.engines.clane import columns_frame, lane_enabled
-from logpipe.engines.sglang.batches import CANONICAL, COLUMNS, GRAPH_SUFFIX
+from logpipe.engines.sglang.batches import CANONICAL, COLUMNS, GRAPH_SUFFIX, RECORD_LIKE_PHRASES
+from logpipe.engines.sglang.era import ANY_LINE_PHRASES
 from logpipe.engines.sglang.events import UNANCHORED_EVENT_PHRASES
 from logpipe.sources.bench import CONSOLE_BANNER
 
@@ -68,6 +70,13 @@ AVAILABLE = _fastlane is not None
 # a line holding a benchmark's console banner is always left to the polars parser, so the
 # ingest looks for summaries printed into a server log in the slow lines only
 _PHRASES = tuple(p.encode() for p in (*UNANCHORED_EVENT_PHRASES, CONSOLE_BANNER))
+QUIET_PHRASES = tuple(dict.fromkeys(p.lower() for p in (*RECORD_LIKE_PHRASES, *ANY_LINE_PHRASES)))
+"""A ``Receive:`` line (a request log's, kilobytes of the request's repr, no table reads it)
+is the C lane's, as a quiet row with its stamp (its run's span) and its prefix's era
+features, unless it says one of these in any case, or an event phrase: what the polars
+parser's count of record-like lines not read and the era features that read any message
+look for.  Such a line, and any other, is the polars parser's."""
+_QUIET = tuple(p.encode() for p in QUIET_PHRASES)
 
 
 def enabled() -> bool:
@@ -90,6 +99,9 @@ class Lanes:
     before SGLang's stamp that no known wrapper explains (journald, a compose service),
     null on most lines (both lanes' ``line_prefixes`` rows are made from it)."""
     http: pl.DataFrame
+    quiet: pl.DataFrame
+    """Quiet rows (``Receive:`` lines): ``line_no``, the stamp columns, and ``shape``/
+    ``msg_off``/``msg_len``/``rank_tag`` for era features (their prefix's)."""
     slow_text: str
     """The lines left to the polars parser, each ending in ``\\n``."""
     slow_line_nos: np.ndarray
@@ -118,6 +130,7 @@ def _kept(cols: dict[str, tuple[bytes, bytes, bytes | None]], kinds: dict[str, s
 # the buffers' types, as the extension says
 _BATCH_KINDS: dict[str, str] = dict(_fastlane.BATCH_COLUMNS) if _fastlane is not None else {}
 _HTTP_KINDS: dict[str, str] = dict(_fastlane.HTTP_COLUMNS) if _fastlane is not None else {}
+_QUIET_KINDS: dict[str, str] = dict(_fastlane.QUIET_COLUMNS) if _fastlane is not None else {}
 
 
 def _stamp_columns(fallback_date: str, time_only: bool) -> list[pl.Expr]:
@@ -155,9 +168,10 @@ def _any_time_only(cols: dict[str, tuple[bytes, bytes, bytes | None]]) -> bool:
 def split_block(data: bytes | bytearray, first_line_no: int, fallback_date: str) -> Lanes:
     """Split a block of complete lines (``first_line_no`` is the first line's number)."""
     assert _fastlane is not None
-    out: dict[str, Any] = _fastlane.scan(data, _PHRASES, _KEYS, _GRAPH_SUFFIX)
+    out: dict[str, Any] = _fastlane.scan(data, _PHRASES, _KEYS, _GRAPH_SUFFIX, _QUIET)
     line_no = (pl.col("idx") + first_line_no).alias("line_no")
     fb, fh = _kept(out["batch"], _BATCH_KINDS), _kept(out["http"], _HTTP_KINDS)
+    fq = _kept(out["quiet"], _QUIET_KINDS)
     stamp = _stamp_columns(fallback_date, _any_time_only(out["batch"]))
     batches = fb.select(
         line_no, *stamp[:2],
@@ -175,16 +189,19 @@ def split_block(data: bytes | bytearray, first_line_no: int, fallback_date: str)
         "status", "status_text", "shape", "msg_off", "msg_len", "rank_tag", "outer",
         *stamp[2:],
     )
+    stamp = _stamp_columns(fallback_date, _any_time_only(out["quiet"]))
+    quiet = fq.select(line_no, *stamp[:2], "shape", "msg_off", "msg_len", "rank_tag",
+                      *stamp[2:])
     slow = out["slow"].decode("utf-8", errors="replace")
     nos = np.frombuffer(out["slow_idx"], dtype=np.int64) + first_line_no
-    return Lanes(batches, http, slow, nos, data, first_line_no + out["lines"] - 1)
+    return Lanes(batches, http, quiet, slow, nos, data, first_line_no + out["lines"] - 1)
 
 
 def time_only(lanes: Lanes) -> pl.DataFrame:
     """``line_no`` and seconds of day of the fast rows with a time-only stamp."""
     timed = ~pl.col("dated") & pl.col("stamped")
     return pl.concat([f.filter(timed).select("line_no", pl.col("tod_s").alias("s"))
-                      for f in (lanes.batches, lanes.http)]).sort("line_no")
+                      for f in (lanes.batches, lanes.http, lanes.quiet)]).sort("line_no")
 
 
 def representatives(frame: pl.DataFrame, data: bytes | bytearray, bkind: bool) -> pl.DataFrame:

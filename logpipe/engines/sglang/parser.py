@@ -27,7 +27,7 @@ import numpy as np
 import polars as pl
 
 from logpipe.engines.sglang import era, fastlane
-from logpipe.engines.sglang.batches import COLUMNS, parse_batches
+from logpipe.engines.sglang.batches import COLUMNS, RECORD_LIKE_RE, parse_batches
 from logpipe.engines.sglang.events import ERROR_START, classify, event_attrs, parse_http
 from logpipe.engines.sglang.kind import NAME, SOURCE, sniff  # noqa: F401  (re-exported)
 from logpipe.engines.sglang.prefix import (
@@ -40,9 +40,6 @@ from logpipe.engines.sglang.prefix import (
 from logpipe.engines.sglang.records import is_record, parse_records
 from logpipe.engines.sglang.slowlines import MESSAGE_LIMIT, EventRead, read_event
 
-RECORD_LIKE_RE = r"(?i)(?:prefill|decode) batch|throughput"
-"""What a line that may hold a measurement says: ingest counts such lines it did not read,
-and ``logpipe doctor`` lists them."""
 RAW_LIMIT = 2000
 
 @dataclass
@@ -662,11 +659,16 @@ def _merge_fast(lanes: fastlane.Lanes, df: pl.DataFrame | None, days: pl.DataFra
             pl.col("run_seq").fill_null(run_before))
 
     fb, fh = with_runs(lanes.batches), with_runs(lanes.http)
+    # quiet rows (a request log's ``Receive:`` lines) join their runs' spans and era
+    # features (their prefixes'), and no table
+    fq = with_runs(lanes.quiet) if lanes.quiet.height else None
     reps = pl.concat([fastlane.representatives(fb, lanes.data, bkind=True),
-                      fastlane.representatives(fh, lanes.data, bkind=False)])
+                      fastlane.representatives(fh, lanes.data, bkind=False),
+                      *([fastlane.representatives(fq, lanes.data, bkind=False)]
+                        if fq is not None else [])])
     if reps.height or runs is None:
-        span = pl.concat([fb.select("run_seq", "ts", "line_no"),
-                          fh.select("run_seq", "ts", "line_no")]).group_by("run_seq").agg(
+        span = pl.concat([f.select("run_seq", "ts", "line_no")
+                          for f in (fb, fh, fq) if f is not None]).group_by("run_seq").agg(
             pl.col("ts").min().alias("first_ts"), pl.col("ts").max().alias("last_ts"),
             pl.lit(False).alias("profiled"), pl.col("line_no").min().alias("first_line"))
         fast_runs = era.feature_flags(reps, "run_seq").join(span, on="run_seq")
