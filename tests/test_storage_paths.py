@@ -375,3 +375,51 @@ def test_the_ways_runs_are_written_are_the_same_tables(
     assert a.keys() == b.keys()
     for name in a:
         assert a[name] == b[name], name
+
+
+def test_a_failed_environment_write_on_its_thread_fails_the_file_alone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The environments of a file of many runs are written on a thread of their own: a
+    write that fails there fails its file (nothing of it kept), the other files are
+    written, the interpreter's switch interval is as it was and no thread is left."""
+    import sys
+    import threading
+
+    from logpipe.ingest import environment
+    from logpipe.store import runs
+
+    logs = tmp_path / "logs"
+    shutil.copytree(SAMPLES / "restarts", logs / "restarts")
+    shutil.copytree(SAMPLES / "mission", logs / "mission")
+    bad = next(p for p in sorted((logs / "restarts").glob("*.log"))
+               if p.read_text().count("server_args=") >= 2)
+    monkeypatch.setattr(environment, "ENV_RUNS_PER_WRITE", 1)
+    write = runs.RunRows.write_run_envs
+    threads: set[str] = set()
+
+    def fails_on_its_thread(self: Any, rows: Any) -> None:
+        threads.add(threading.current_thread().name)
+        if rows.envs["run_id"].to_list() and self.one(
+                "SELECT source_path FROM runs WHERE run_id = ?",
+                [rows.envs["run_id"][0]])[0] == str(bad.resolve()) \
+                and threading.current_thread() is not threading.main_thread():
+            raise RuntimeError("disk full")
+        write(self, rows)
+
+    monkeypatch.setattr(runs.RunRows, "write_run_envs", fails_on_its_thread)
+    before = sys.getswitchinterval()
+    db = tmp_path / "db.duckdb"
+    result = ingest_paths([logs], db)
+    assert any(name.startswith("logpipe-env") for name in threads)
+    failed = [f for f in result.files if f.status == "failed"]
+    assert [f.path for f in failed] == [str(bad.resolve())], result.files
+    assert "disk full" in (failed[0].detail or "")
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        assert con.execute("SELECT count(*) FROM runs WHERE source_path = ?",
+                           [str(bad.resolve())]).fetchone() == (0,)
+        assert con.execute("SELECT count(*) FROM runs").fetchone()[0] > 0  # type: ignore[index]
+    finally:
+        con.close()
+    assert sys.getswitchinterval() == before
+    assert not [t for t in threading.enumerate() if t.name.startswith("logpipe-env")]

@@ -4,6 +4,7 @@ environment, linked to records, taken back; ``profiled`` derived from its eviden
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from logpipe.store.frames import FrameRows
@@ -17,8 +18,51 @@ from logpipe.store.schema import (
 )
 
 if TYPE_CHECKING:
+    import polars as pl
 
     from logpipe.env import Rendered
+
+
+@dataclass
+class EnvRows:
+    """Runs' environments as rows to write (:func:`env_rows`)."""
+
+    updates: list[tuple[str, dict[str, Any]]]
+    """Other columns of each run, set with its environment."""
+    envs: pl.DataFrame
+    """``run_envs`` rows: ``run_id``, ``env`` (JSON), ``env_fingerprint``."""
+    entries: pl.DataFrame
+    """``run_env`` rows: one per run and key."""
+
+
+def env_rows(envs: list[tuple[str, Rendered, dict[str, Any]]]) -> EnvRows | None:
+    """The rows :meth:`RunRows.set_run_envs` writes for ``envs`` (None: none), made without
+    the store."""
+    if not envs:
+        return None
+    import polars as pl
+
+    ids = [run_id for run_id, _, _ in envs]
+    # as a frame, not as list parameters: 1,586 environments of ~54 KB took 0.83-0.92 s
+    # as parameters, 0.33-0.34 s as a frame
+    frame = pl.DataFrame(
+        {"run_id": ids, "env": [env.json for _, env, _ in envs],
+         "env_fingerprint": [env.fingerprint for _, env, _ in envs]},
+        schema=dict.fromkeys(("run_id", "env", "env_fingerprint"), pl.String))
+    # built column by column (a file of 1,500 launches writes ~900,000 entries: rows of
+    # tuples cost twice as much)
+    columns: dict[str, list[Any]] = {c: [] for c in (
+        "run_id", "key", "value", "tier", "source", "conflict")}
+    for run_id, env, _ in envs:
+        entries = [env.entries[k] for k in env.keys]
+        columns["run_id"] += [run_id] * len(entries)
+        columns["key"] += env.keys
+        columns["value"] += [e.value_text for e in entries]
+        columns["tier"] += [e.tier for e in entries]
+        columns["source"] += [e.source for e in entries]
+        columns["conflict"] += [e.conflict for e in entries]
+    return EnvRows([(run_id, other) for run_id, _, other in envs], frame,
+                   pl.DataFrame(columns, schema=dict.fromkeys(columns, pl.String)))
 
 
 WIDE_RUN_COLUMNS = frozenset({"server_args", "server_args_raw"})
@@ -204,35 +248,20 @@ class RunRows(FrameRows):
         and its fingerprint (a row of ``run_envs`` each), and the same entries as
         ``run_env`` rows, together (one place keeps them in step); the dict holds other
         columns of the run to set with it."""
-        if not envs:
-            return
-        import polars as pl
+        rows = env_rows(envs)
+        if rows is not None:
+            self.write_run_envs(rows)
 
-        ids = [run_id for run_id, _, _ in envs]
-        self.update_runs([(run_id, columns) for run_id, _, columns in envs])
+    def write_run_envs(self, rows: EnvRows) -> None:
+        """Write what :func:`env_rows` made (statements only: its rows were built without
+        the store, on any thread)."""
+        ids = rows.envs.get_column("run_id").to_list()
+        self.update_runs(rows.updates)
         for table in RUN_ENV_TABLES:  # (the old ones first; one statement each)
             self.con.execute(f"DELETE FROM {table} WHERE run_id IN (SELECT unnest(?))", [ids])
-        # as a frame, not as list parameters: 1,586 environments of ~54 KB took 0.83-0.92 s
-        # as parameters, 0.33-0.34 s as a frame
-        self.insert_rows("run_envs", pl.DataFrame(
-            {"run_id": ids, "env": [env.json for _, env, _ in envs],
-             "env_fingerprint": [env.fingerprint for _, env, _ in envs]},
-            schema=dict.fromkeys(("run_id", "env", "env_fingerprint"), pl.String)))
-        # built column by column (a file of 1,500 launches writes ~900,000 entries: rows of
-        # tuples cost twice as much)
-        columns: dict[str, list[Any]] = {c: [] for c in (
-            "run_id", "key", "value", "tier", "source", "conflict")}
-        for run_id, env, _ in envs:
-            entries = [env.entries[k] for k in env.keys]
-            columns["run_id"] += [run_id] * len(entries)
-            columns["key"] += env.keys
-            columns["value"] += [e.value_text for e in entries]
-            columns["tier"] += [e.tier for e in entries]
-            columns["source"] += [e.source for e in entries]
-            columns["conflict"] += [e.conflict for e in entries]
-        if columns["key"]:  # one statement, not one per key: DuckDB's inserts are per call
-            self.insert("run_env", pl.DataFrame(columns, schema=dict.fromkeys(columns,
-                                                                             pl.String)))
+        self.insert_rows("run_envs", rows.envs)
+        if rows.entries.height:  # one statement, not one per key: DuckDB's inserts are per call
+            self.insert("run_env", rows.entries)
 
     def link(self, table: str, source_path: str, run_id: str | None, method: str | None
              ) -> None:
