@@ -39,8 +39,8 @@ medians of each round's ratio): ``logpipe ingest`` into a fresh database, the Py
 ``re`` loop (``peers/re_loop.py``: decode fields, or vLLM's stats fields for a vLLM log),
 one polars streaming regex (``peers/polars_regex.py``), and the storage floor (the rows
 of logpipe's own ingest of the mix loaded from Parquet into a fresh database).  Also, once,
-the share of lines each lane took: the C lane's batch, access and request-receipt rows
-and the polars parser's lines (``split_block`` over the file's blocks; for a vLLM log,
+the share of lines each lane took: the C lane's batch, access and request (receipt and
+record) rows and the polars parser's lines (``split_block`` over the file's blocks; for a vLLM log,
 its C lane's access rows, its stats and spec rows and the lines left to its line parser).
 Writes ``benchmarks/RESULTS-mixes.md`` (a hand-written ``## Analysis`` at its end is kept).
 """
@@ -263,18 +263,19 @@ LANES = """
 import sys
 from logpipe.engines.sglang import fastlane
 from logpipe.readers import line_blocks
-batch = http = quiet = slow = 0
+batch = http = receipts = records = slow = 0
 with open(sys.argv[1], "rb") as fh:
     for block in line_blocks(fh):
         lanes = fastlane.split_block(block, 1, "2026-01-01")
         batch += lanes.batches.height
         http += lanes.http.height
-        quiet += lanes.quiet.height
+        records += len(lanes.records)
+        receipts += lanes.quiet.height - len(lanes.records)
         slow += len(lanes.slow_line_nos)
-print(batch, http, quiet, slow)
+print(batch, http, receipts, records, slow)
 """
-"""The lines each lane takes: C batch rows, C access rows, C quiet rows (request receipts),
-lines left to polars."""
+"""The lines each lane takes: C batch rows, C access rows, C quiet rows (a request log's
+receipts and records), lines left to polars."""
 
 
 VLLM_LANES = """
@@ -308,10 +309,11 @@ def lane_shares(path: Path, engine: str) -> str:
         return (f"C {100 * (records + http) / total:.1f}% (access {100 * http / total:.1f}%, "
                 f"stats and spec {100 * records / total:.1f}%), line parser "
                 f"{100 * slow / total:.1f}%")
-    batch, http, quiet, slow = counts
-    receipts = f", request receipts {100 * quiet / total:.1f}%" if quiet else ""
-    return (f"C {100 * (batch + http + quiet) / total:.1f}% (batch {100 * batch / total:.1f}%, "
-            f"access {100 * http / total:.1f}%{receipts}), polars {100 * slow / total:.1f}%")
+    batch, http, receipts, records, slow = counts
+    requests = (f", request receipts {100 * receipts / total:.1f}% and records "
+                f"{100 * records / total:.1f}%" if receipts or records else "")
+    return (f"C {100 * (total - slow) / total:.1f}% (batch {100 * batch / total:.1f}%, "
+            f"access {100 * http / total:.1f}%{requests}), polars {100 * slow / total:.1f}%")
 
 
 FOLDER = "folder"

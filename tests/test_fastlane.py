@@ -48,7 +48,8 @@ def test_both_lanes_read_one_table_of_keys():
            b"gen throughput (token/s): 5.00, #queue-req: 0\n"
     renamed = tuple((b"#running" if k == b"#running-req" else k, i) for k, i in fastlane._KEYS)
     out = fastlane._fastlane.scan(line.replace(b"#running-req", b"#running"),
-                                  fastlane._PHRASES, renamed, b" graph", fastlane._QUIET)
+                                  fastlane._PHRASES, renamed, b" graph", fastlane.ANY_LINE,
+                                  fastlane.RECORD_LIKE)
     running = fastlane._kept(out["batch"], fastlane._BATCH_KINDS)["running_req"].to_list()
     assert running == [3]
 
@@ -371,7 +372,7 @@ def test_any_bytes_scan_without_a_crash_and_every_line_once(data: bytes):
     reads fail it): every line is a batch row, an HTTP row, a quiet row or a slow line,
     once."""
     out = fastlane._fastlane.scan(data, fastlane._PHRASES, fastlane._KEYS, b" graph",
-                                  fastlane._QUIET)
+                                  fastlane.ANY_LINE, fastlane.RECORD_LIKE)
     taken = [fastlane._kept(out[t], kinds)["idx"].to_list()
              for t, kinds in (("batch", fastlane._BATCH_KINDS), ("http", fastlane._HTTP_KINDS),
                               ("quiet", fastlane._QUIET_KINDS))]
@@ -409,15 +410,16 @@ def test_wrapped_batch_lines_take_the_lane(wrap, monkeypatch: pytest.MonkeyPatch
 @needs_lane
 def test_blocks_of_slow_lines_make_the_next_blocks_smaller(monkeypatch: pytest.MonkeyPatch):
     """A block mostly of lines the C lane leaves to the polars parser (a launch's startup,
-    request records) makes the next blocks ``SLOW_BLOCK_BYTES``: their frames are many times
-    their size; a block of batch lines makes them ``PARSE_BLOCK_BYTES`` again; without the
-    C lane every block is of slow lines."""
+    a traceback) makes the next blocks ``SLOW_BLOCK_BYTES``: their frames are many times
+    their size; a block of batch lines (or a request log's lines, the C lane's too) makes
+    them ``PARSE_BLOCK_BYTES`` again; without the C lane every block is of slow lines."""
     from logpipe.engines.sglang import logparser
 
     monkeypatch.setattr(fastlane, "enabled", lambda: True)
     log = (SAMPLES / "real-cpu" / "real-cpu-baseline-r1" / "server.log").read_bytes()
     lines = log.splitlines(keepends=True)
-    startup = b"".join(line for line in lines if b"batch" not in line)
+    startup = b"".join(line for line in lines if b"batch" not in line
+                       and b"] Receive: " not in line and b"] Finish: " not in line)
     batches = b"".join(line for line in lines if b"Decode batch" in line) * 20
     parser = logparser.SGLangLogParser(None, "2026-12-01")
     assert parser.block_bytes == logparser.PARSE_BLOCK_BYTES  # a file's first block
@@ -485,28 +487,62 @@ def test_a_request_receipt_is_quiet_unless_it_says_what_the_parser_reads(text: s
     lanes = fastlane.split_block((line + "\n").encode(), 1, "2026-01-01")
     assert lanes.quiet.height == int(quiet)
     assert list(lanes.slow_line_nos) == ([] if quiet else [1])
-    assert set(fastlane.QUIET_PHRASES) >= {"throughput", "#pending-token: "}
+    assert set(fastlane.RECORD_LIKE) >= {b"throughput"}
+    assert set(fastlane.ANY_LINE) >= {b"#pending-token: "}
+
+
+_FINISH = ("Finish: obj=GenerateReqInput(rid='{rid}', text='{text}', sampling_params="
+           "{{'max_new_tokens': 8}}), out={{'text': 'out', 'meta_info': {{'id': '{rid}', "
+           "'finish_reason': {{'type': 'length', 'length': 8}}, 'prompt_tokens': 5, "
+           "'completion_tokens': 8, 'cached_tokens': 0, 'e2e_latency': 0.25}}}}")
+
+
+@needs_lane
+@pytest.mark.parametrize("text, lane", [
+    ("hello", "record"),
+    ("maximise THROUGHPUT please", "record"),  # a record is read: no count of it not read
+    ("#pending-token: 3", "slow"),  # what an era feature reads in any line
+    ("Gracefully exiting", "slow"),  # an event phrase
+    ("caf\u00e9", "slow"),  # not plain ASCII
+])
+def test_a_request_record_is_read_by_the_lane_unless_it_says_what_the_parser_reads(
+        text: str, lane: str):
+    """A request log's ``Finish:`` line is a quiet row of the C lane whose text the records'
+    reader reads (no pass of the polars parser over it), unless it holds what the polars
+    parser would read in any line."""
+    line = "[2026-03-01 10:00:24 TP0] " + _FINISH.format(rid="0" * 32, text=text)
+    lanes = fastlane.split_block((line + "\n").encode(), 1, "2026-01-01")
+    assert lanes.records == ([line.split("] ", 1)[1]] if lane == "record" else [])
+    assert list(lanes.slow_line_nos) == ([] if lane == "record" else [1])
 
 
 def _receipts(lines: list[str]) -> list[str]:
-    """``lines`` with a request receipt after every fifth stamped line (with its stamp and
-    rank tag), some saying what the polars parser reads."""
+    """``lines`` with a request receipt after every fifth stamped line and a request record
+    after every seventh (with its stamp and rank tag), some saying what the polars parser
+    reads, one record that cannot be read (a reject)."""
     texts = ["hello", "maximise Throughput", "x" * 300, "#swa token: 1", "ok"]
     out = []
     for i, line in enumerate(lines):
         out.append(line)
         cut = line.find("] ")
-        if i % 5 == 0 and cut > 0 and line.lstrip().startswith(("[", "2")):
+        if cut < 0 or not line.lstrip().startswith(("[", "2")):
+            continue
+        if i % 5 == 0:
             out.append(line[:cut + 2] + _RECEIVE.format(rid=f"{i:032x}", text=texts[i % 5]))
+        if i % 7 == 0:
+            record = _FINISH.format(rid=f"{i:032x}", text=texts[i % 5])
+            out.append(line[:cut + 2] + (record[:-40] if i % 21 == 0 else record))
     return out
 
 
 @needs_lane
 def test_quiet_rows_give_the_runs_of_the_polars_parser(monkeypatch: pytest.MonkeyPatch):
-    """Request receipts among a real log's lines, in two launches (one the first line of a
-    run, one the last), behind docker's and journald's prefixes, with time-only stamps
-    across midnight, before a traceback and at a block's end: the lanes' tables, runs
-    (spans, era features) and counts are the same, and the C lane took the receipts."""
+    """Request receipts and records among a real log's lines, in two launches (one the
+    first line of a run, one the last), behind docker's and journald's prefixes, with
+    time-only stamps across midnight, before a traceback and at a block's end, one record
+    unreadable: the lanes' tables (requests, rejects and outer prefixes included), runs
+    (spans, era features) and counts are the same, and the C lane took the receipts and
+    records (the ingest's tables: ``test_log_records.py``)."""
     real = (SAMPLES / "real-cpu" / "real-cpu-baseline-r1" / "server.log").read_text()
     lines = real.splitlines()
     launch = next(i for i, line in enumerate(lines) if "server_args=" in line)
@@ -523,12 +559,22 @@ def test_quiet_rows_give_the_runs_of_the_polars_parser(monkeypatch: pytest.Monke
              "[00:00:02 TP1] " + _RECEIVE.format(rid="3" * 32, text="before a traceback"),
              "Traceback (most recent call last):", "ValueError: boom",
              "[00:00:03 TP0] Decode batch. #running-req: 1, #token: 6",
+             "[00:00:03 TP0] " + _FINISH.format(rid="5" * 32, text="a record")[:-30],
+             "[00:00:04 TP0] " + _FINISH.format(rid="6" * 32, text="before a traceback"),
+             "Traceback (most recent call last):", "ValueError: boom",
              "[00:00:04 EP1 TP0] " + _RECEIVE.format(rid="4" * 32, text="the last line")]
-    for log in (plain, docker, journald, clock):
+    # a block of the C lane's lines alone: a batch line and records, one unreadable
+    alone = ["[2026-12-01 09:00:00 TP0] Decode batch. #running-req: 1, #token: 5",
+             "[2026-12-01 09:00:01 TP0] " + _FINISH.format(rid="7" * 32, text="alone"),
+             "[2026-12-01 09:00:02 TP0] " + _FINISH.format(rid="8" * 32, text="cut")[:-20]]
+    for log in (plain, docker, journald, clock, alone):
         data = ("\n".join(log) + "\n").encode()
         _same(data, 1 << 20, monkeypatch)
         _same(data[: data.rfind(b"\n", 0, 1 << 15) + 1], 900, monkeypatch)
         lanes = fastlane.split_block(data, 1, "2026-12-01")
-        assert lanes.quiet.height >= sum("Receive:" in line for line in log) // 2, log[0]
-        # a receipt before an unstamped line is read by both lanes: only the slow one's
+        receipts = sum("Receive:" in line for line in log)
+        assert lanes.quiet.height - len(lanes.records) >= receipts // 2, log[0]
+        assert len(lanes.records) >= sum("] Finish:" in line for line in log) // 2, log[0]
+        # a line before an unstamped line is read by both lanes: only the slow one's
         assert not set(lanes.quiet["line_no"]) & set(lanes.slow_line_nos.tolist())
+

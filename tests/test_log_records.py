@@ -11,6 +11,8 @@ import logging
 import shutil
 from pathlib import Path
 
+import pytest
+
 from logpipe.engines.sglang.records import finish_meta_info
 from logpipe.ingest import ingest_paths
 from logpipe.phase_dump import PhaseRecorder
@@ -186,3 +188,37 @@ def test_meta_info_read_from_the_end_is_the_one_read_item_by_item() -> None:
     assert got[1] is not None and got[1]["prompt_tokens"] == 3  # (the outer one)
     assert got[2] is not None and got[2]["prompt_tokens"] == 3
     assert got[5] is not None and got[5]["prompt_tokens"] == 3  # (out's, not the headers')
+
+
+def test_records_the_c_lane_reads_give_the_polars_parsers_tables(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real request log behind journald's and docker's prefixes, one record cut (a
+    reject), ingested with the records' text kept: the C lane reads its ``Finish:`` lines
+    (and its ``Receive:`` lines), and every table they touch is the polars parser's."""
+    from logpipe.engines.sglang import fastlane
+
+    real = (SAMPLES / "real-cpu" / "real-cpu-baseline-r1" / "server.log").read_text()
+    lines = real.splitlines()
+    lines.append(next(line for line in lines if "] Finish: " in line)[:-40])
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "journald.log").write_text("".join(
+        f"Dec 01 09:17:{i % 60:02d} node7 python3[4242]: {line}\n"
+        for i, line in enumerate(lines)))
+    (logs / "docker.log").write_text("".join(
+        f"2026-12-01T09:17:{i % 60:02d}.{i:09d}Z {line}\n" for i, line in enumerate(lines)))
+    if fastlane.enabled():
+        for path in logs.iterdir():
+            lanes = fastlane.split_block(path.read_bytes(), 1, "2026-12-01")
+            assert len(lanes.records) >= 20, path.name
+    tables = []
+    for lane in ("1", "0"):
+        monkeypatch.setenv("LOGPIPE_FASTLANE", lane)
+        db = tmp_path / f"lane-{lane}.duckdb"
+        assert not ingest_paths([logs], db, keep_request_text=True).failed
+        tables.append({t: query(db, f"SELECT * FROM {t} ORDER BY ALL") for t in (
+            "request_metrics", "rejects", "line_prefixes", "runs", "events")})
+    assert len(tables[0]["request_metrics"]) >= 40 and tables[0]["rejects"]
+    assert any("prompt_text" in repr(row) for row in tables[0]["request_metrics"])
+    assert tables[0]["line_prefixes"]
+    assert tables[0] == tables[1]

@@ -3,8 +3,9 @@
  * It takes only the two line shapes that make up nearly all of a long log, when they are
  * written plainly: a batch line ("[date time(.ms) RANKS] Prefill/Decode batch..., key:
  * value, ...") and a uvicorn access line ("[date time] INFO:     client - "GET /path
- * HTTP/1.1" 200 OK"); and the request log's "Receive: obj=..." line, which no table
- * reads (a "quiet" line: its stamp joins its run's span, nothing else).  Everything else -- and any line of those shapes with something
+ * HTTP/1.1" 200 OK"); and a request log's lines, "Receive: obj=..." (which no table reads)
+ * and "Finish: obj=..., out={...}" (whose text the Python side reads into a request row),
+ * as "quiet" rows: their stamps join their runs' spans.  Everything else -- and any line of those shapes with something
  * unusual in it (a wrapper prefix, a time-only stamp, a control character, a value that is
  * not a plain number, a composite value, a phrase an event pattern looks for) -- goes to
  * the "slow" text returned alongside, which the vectorised polars parser reads exactly as
@@ -436,16 +437,27 @@ static int has_phrase_folded(const phrases_t *ph, const char *s, const char *e) 
     return 0;
 }
 
-/* A request log's "Receive: " line is quiet when the polars parser would read nothing in
- * it: no event phrase (``ph``), nothing its record-like count or a run's era features look
- * for in any line (``quiet``, lower case: ``fastlane.QUIET_PHRASES``).  Its row holds its
- * stamp only (the run's span), and the polars parser no longer reads its kilobytes. */
+/* A request log's lines read here for no table but their stamps ("quiet" rows): its
+ * "Receive: " lines, each a request's repr, which no table reads (a leader, no row), and
+ * its "Finish: " lines, the request records, whose text the Python side reads (the
+ * records' reader, records.py), skipping the polars parser's passes over their kilobytes.
+ * Either is the polars parser's where it says an event phrase (``ph``) or what a run's era
+ * features look for in any message (``any_line``, lower case: ``fastlane.ANY_LINE``); a
+ * receipt also where it says a record-like word (``record_like``: the polars parser counts
+ * such a line, not read, where a record is read).  0: neither; 1: a receipt; 2: a record. */
 #define RECEIVE "Receive: "
-static int is_quiet(const char *msg, const char *e, const phrases_t *ph,
-                    const phrases_t *quiet) {
-    size_t n = sizeof RECEIVE - 1;
-    return (size_t)(e - msg) > n && memcmp(msg, RECEIVE, n) == 0 && !has_phrase(ph, msg, e)
-        && !has_phrase_folded(quiet, msg, e);
+#define FINISH "Finish: "
+enum { Q_RECEIPT = 1, Q_RECORD = 2 };
+static int quiet_kind(const char *msg, const char *e, const phrases_t *ph,
+                      const phrases_t *any_line, const phrases_t *record_like) {
+    size_t n = (size_t)(e - msg);
+    int kind = n > sizeof RECEIVE - 1 && memcmp(msg, RECEIVE, sizeof RECEIVE - 1) == 0
+                   ? Q_RECEIPT
+               : n > sizeof FINISH - 1 && memcmp(msg, FINISH, sizeof FINISH - 1) == 0
+                   ? Q_RECORD : 0;
+    if (!kind || has_phrase(ph, msg, e) || has_phrase_folded(any_line, msg, e)) return 0;
+    if (kind == Q_RECEIPT && has_phrase_folded(record_like, msg, e)) return 0;
+    return kind;
 }
 
 /* ---------------------------------------------------------------- batch lines */
@@ -673,10 +685,12 @@ static const char *H_NAMES[NH] = {
 static const int H_TYPES[NH] = {C_I64, C_I64, C_U8, C_STR, C_STR, C_STR, C_STR, C_STR, C_STR,
                                 C_I32, C_STR, C_I64, C_I64, C_I64, C_U8, C_STR};
 
-enum { Q_IDX, Q_TS, Q_MS, Q_RANKTAG, Q_TSRAW, Q_SHAPE, Q_MSG_OFF, Q_MSG_LEN, Q_KEEP, NQ };
+enum { Q_IDX, Q_TS, Q_MS, Q_RANKTAG, Q_TSRAW, Q_SHAPE, Q_MSG_OFF, Q_MSG_LEN, Q_KEEP, Q_OUTER,
+       Q_KIND, Q_LINE_OFF, NQ };
 static const char *Q_NAMES[NQ] = {"idx", "ts", "stamp", "rank_tag", "ts_raw", "shape",
-                                  "msg_off", "msg_len", "keep"};
-static const int Q_TYPES[NQ] = {C_I64, C_I64, C_U8, C_STR, C_STR, C_I64, C_I64, C_I64, C_U8};
+                                  "msg_off", "msg_len", "keep", "outer", "kind", "line_off"};
+static const int Q_TYPES[NQ] = {C_I64, C_I64, C_U8, C_STR, C_STR, C_I64, C_I64, C_I64, C_U8,
+                                C_STR, C_U8, C_I64};
 
 static const int CANON_COL[N_CANON] = {B_NEW_SEQ, B_NEW_TOKEN, B_CACHED, B_RUNNING, B_QUEUE,
                                        B_TOKEN, B_USAGE, B_GEN, B_INPUT, B_ACCEPT_LEN,
@@ -761,14 +775,17 @@ static int emit_http(col_t *c, size_t row, int64_t idx, const prefix_t *p, const
 }
 
 /* A quiet line's row: its shape is its prefix's alone (the era features a quiet line
- * shows are its stamp's and rank tag's: its message has none, by is_quiet) */
-static int emit_quiet(col_t *c, size_t row, int64_t idx, const prefix_t *p, const char *data,
-                      const char *msg, const char *e) {
+ * shows are its stamp's and rank tag's: its message has none, by quiet_kind) */
+static int emit_quiet(col_t *c, size_t row, int64_t idx, const prefix_t *p, int kind,
+                      const char *data, const char *line, const char *msg, const char *e) {
     int r = put_head(c, row, idx, p);  /* Q_IDX .. Q_TSRAW */
     r |= put_i64(&c[Q_SHAPE], row, (int64_t)prefix_shape(p), 1);
     r |= put_i64(&c[Q_MSG_OFF], row, (int64_t)(msg - data), 1);
     r |= put_i64(&c[Q_MSG_LEN], row, (int64_t)(e - msg), 1);
     r |= put_u8(&c[Q_KEEP], row, 1, 1);
+    r |= put_outer(&c[Q_OUTER], row, p);
+    r |= put_u8(&c[Q_KIND], row, (uint8_t)kind, 1);
+    r |= put_i64(&c[Q_LINE_OFF], row, (int64_t)(line - data), 1);
     return r ? -1 : 0;
 }
 
@@ -813,14 +830,16 @@ static int phrases_from(PyObject *tuple, phrases_t *ph, int folded) {
 static PyObject *scan(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer view;
-    PyObject *phrase_tuple, *key_tuple, *quiet_tuple;
+    PyObject *phrase_tuple, *key_tuple, *any_tuple, *like_tuple;
     const char *suffix;
     Py_ssize_t suffix_n;
-    if (!PyArg_ParseTuple(args, "y*O!O!y#O!", &view, &PyTuple_Type, &phrase_tuple, &PyTuple_Type,
-                          &key_tuple, &suffix, &suffix_n, &PyTuple_Type, &quiet_tuple))
+    if (!PyArg_ParseTuple(args, "y*O!O!y#O!O!", &view, &PyTuple_Type, &phrase_tuple,
+                          &PyTuple_Type, &key_tuple, &suffix, &suffix_n, &PyTuple_Type,
+                          &any_tuple, &PyTuple_Type, &like_tuple))
         return NULL;
-    phrases_t ph = {0}, qp = {0};
-    int phrases_ok = !phrases_from(phrase_tuple, &ph, 0) && !phrases_from(quiet_tuple, &qp, 1);
+    phrases_t ph = {0}, any_line = {0}, record_like = {0};
+    int phrases_ok = !phrases_from(phrase_tuple, &ph, 0) && !phrases_from(any_tuple, &any_line, 1)
+                     && !phrases_from(like_tuple, &record_like, 1);
     keys_t kt = {0};
     kt.count = PyTuple_GET_SIZE(key_tuple);
     kt.s = calloc((size_t)kt.count + 1, sizeof *kt.s);
@@ -895,7 +914,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
                 p.outer_end = br;
                 while (p.outer_end > outer && p.outer_end[-1] == ' ') p.outer_end--;
             }
-            int r = parse_batch(p.msg, e, &b, &ph, &kt);
+            int r = parse_batch(p.msg, e, &b, &ph, &kt), kind;
             if (r < 0) { failed = 1; break; }
             if (r == 1) {
                 if (emit_batch(bc, nb++, idx, &p, &b, data, p.msg, e)) { failed = 1; break; }
@@ -906,8 +925,9 @@ static PyObject *scan(PyObject *self, PyObject *args) {
                     && !(h.has_text && has_phrase(&ph, h.text, e))) {
                     if (emit_http(hc, nh++, idx, &p, &h, data, p.msg, e)) { failed = 1; break; }
                     lane = 2;
-                } else if (is_quiet(p.msg, e, &ph, &qp)) {
-                    if (cols_room(qc, NQ, nq) || emit_quiet(qc, nq++, idx, &p, data, p.msg, e)) {
+                } else if ((kind = quiet_kind(p.msg, e, &ph, &any_line, &record_like)) != 0) {
+                    if (cols_room(qc, NQ, nq)
+                        || emit_quiet(qc, nq++, idx, &p, kind, data, s, p.msg, e)) {
                         failed = 1;
                         break;
                     }
@@ -980,8 +1000,10 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     free(b.extra.p);
     free(ph.s);
     free(ph.n);
-    free(qp.s);
-    free(qp.n);
+    free(any_line.s);
+    free(any_line.n);
+    free(record_like.s);
+    free(record_like.n);
     free(kt.s);
     free(kt.n);
     free(kt.slot);
@@ -992,9 +1014,9 @@ static PyObject *scan(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     COUNT_LINES_METHOD,
     {"scan", scan, METH_VARARGS,
-     "scan(data, phrases, keys, graph_suffix, quiet_phrases) -> dict: fast-lane batch, "
-     "HTTP and quiet rows of a block of complete lines, and the text of the lines left to "
-     "the polars parser; keys are (printed key, slot) pairs (slots: CANON_SLOTS)."},
+     "scan(data, phrases, keys, graph_suffix, any_line, record_like) -> dict: fast-lane "
+     "batch, HTTP and quiet rows of a block of complete lines, and the text of the lines "
+     "left to the polars parser; keys are (printed key, slot) pairs (slots: CANON_SLOTS)."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastlane",

@@ -4,9 +4,10 @@
 ``logpipe/engines/sglang/_fastlane.c``), which reads the plain batch lines and uvicorn
 access lines that make up nearly all of a long log (also behind ``docker logs
 --timestamps`` and behind an outer prefix no known wrapper explains, journald's or a
-compose service's, whose text comes back in ``outer`` for ``line_prefixes``), and the
-request log's ``Receive:`` lines, whose stamps alone count (:data:`QUIET_PHRASES`), and
-returns everything else as text for the polars parser.  The contract: for every line it takes,
+compose service's, whose text comes back in ``outer`` for ``line_prefixes``), and a
+request log's lines (``Receive:``, whose stamps alone count, and ``Finish:``, the request
+records, whose text the records' reader reads: :data:`ANY_LINE`), and returns everything
+else as text for the polars parser.  The contract: for every line it takes,
 the fast lane produces exactly the row the polars parser would (``tests/test_fastlane.py``
 parses every sample and generated logs both ways and compares the tables); whenever a
 line has anything unusual in it, it leaves the line to the polars parser.
@@ -70,13 +71,15 @@ AVAILABLE = _fastlane is not None
 # a line holding a benchmark's console banner is always left to the polars parser, so the
 # ingest looks for summaries printed into a server log in the slow lines only
 _PHRASES = tuple(p.encode() for p in (*UNANCHORED_EVENT_PHRASES, CONSOLE_BANNER))
-QUIET_PHRASES = tuple(dict.fromkeys(p.lower() for p in (*RECORD_LIKE_PHRASES, *ANY_LINE_PHRASES)))
-"""A ``Receive:`` line (a request log's, kilobytes of the request's repr, no table reads it)
-is the C lane's, as a quiet row with its stamp (its run's span) and its prefix's era
-features, unless it says one of these in any case, or an event phrase: what the polars
-parser's count of record-like lines not read and the era features that read any message
-look for.  Such a line, and any other, is the polars parser's."""
-_QUIET = tuple(p.encode() for p in QUIET_PHRASES)
+ANY_LINE = tuple(p.lower().encode() for p in ANY_LINE_PHRASES)
+"""A request log's lines are the C lane's, as quiet rows (their stamps join their runs'
+spans, their prefixes their era features): its ``Receive:`` lines (kilobytes of a request's
+repr each, which no table reads) and its ``Finish:`` lines (the request records, whose text
+the lane hands to the records' reader, :func:`records.parse_records`), unless a line says
+one of these (in any case: what the era features read in any message) or an event phrase;
+a receipt also unless it says one of :data:`RECORD_LIKE` (the polars parser counts such a
+line, not read).  Such a line, and any other, is the polars parser's."""
+RECORD_LIKE = tuple(p.lower().encode() for p in RECORD_LIKE_PHRASES)
 
 
 def enabled() -> bool:
@@ -100,8 +103,11 @@ class Lanes:
     null on most lines (both lanes' ``line_prefixes`` rows are made from it)."""
     http: pl.DataFrame
     quiet: pl.DataFrame
-    """Quiet rows (``Receive:`` lines): ``line_no``, the stamp columns, and ``shape``/
-    ``msg_off``/``msg_len``/``rank_tag`` for era features (their prefix's)."""
+    """Quiet rows (``Receive:`` and ``Finish:`` lines): ``line_no``, the stamp columns,
+    ``shape``/``msg_off``/``msg_len``/``rank_tag`` for era features (their prefix's), and
+    ``record`` (a ``Finish:`` line), ``outer`` and ``line_off`` (the line's start)."""
+    records: list[str]
+    """The messages of the quiet rows that are records, in their order."""
     slow_text: str
     """The lines left to the polars parser, each ending in ``\\n``."""
     slow_line_nos: np.ndarray
@@ -168,7 +174,8 @@ def _any_time_only(cols: dict[str, tuple[bytes, bytes, bytes | None]]) -> bool:
 def split_block(data: bytes | bytearray, first_line_no: int, fallback_date: str) -> Lanes:
     """Split a block of complete lines (``first_line_no`` is the first line's number)."""
     assert _fastlane is not None
-    out: dict[str, Any] = _fastlane.scan(data, _PHRASES, _KEYS, _GRAPH_SUFFIX, _QUIET)
+    out: dict[str, Any] = _fastlane.scan(data, _PHRASES, _KEYS, _GRAPH_SUFFIX, ANY_LINE,
+                                         RECORD_LIKE)
     line_no = (pl.col("idx") + first_line_no).alias("line_no")
     fb, fh = _kept(out["batch"], _BATCH_KINDS), _kept(out["http"], _HTTP_KINDS)
     fq = _kept(out["quiet"], _QUIET_KINDS)
@@ -191,10 +198,13 @@ def split_block(data: bytes | bytearray, first_line_no: int, fallback_date: str)
     )
     stamp = _stamp_columns(fallback_date, _any_time_only(out["quiet"]))
     quiet = fq.select(line_no, *stamp[:2], "shape", "msg_off", "msg_len", "rank_tag",
-                      *stamp[2:])
+                      (pl.col("kind") == 2).alias("record"), "outer", "line_off", *stamp[2:])
+    records = quiet.filter(pl.col("record"))
+    msgs = [data[o:o + n].decode() for o, n in zip(records["msg_off"], records["msg_len"],
+                                                   strict=True)]  # (plain ASCII lines)
     slow = out["slow"].decode("utf-8", errors="replace")
     nos = np.frombuffer(out["slow_idx"], dtype=np.int64) + first_line_no
-    return Lanes(batches, http, quiet, slow, nos, data, first_line_no + out["lines"] - 1)
+    return Lanes(batches, http, quiet, msgs, slow, nos, data, first_line_no + out["lines"] - 1)
 
 
 def time_only(lanes: Lanes) -> pl.DataFrame:

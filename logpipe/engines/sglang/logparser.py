@@ -50,7 +50,7 @@ blocks pay it less often (the 256 MB dp4-journald mix, alternately: 4.7-6.1 s at
 :data:`SLOW_BLOCK_BYTES`."""
 SLOW_BLOCK_BYTES = 8 * 1024 * 1024
 """Bytes per block once a block's slow lines (those the C lane leaves to the polars parser:
-startup, request records, a file of many short launches; every line without the C lane)
+startup, a file of many short launches; every line without the C lane)
 were more than :data:`SLOW_SHARE` of it: their frames are many times their size (1 GB
 steady log, ``LOGPIPE_FASTLANE=0``: 765 MB peak at 8 MB blocks, 1,704 MB at 32 MB).
 Parsed without writing, 16 MB against 8 MB blocks: the 256 MB docker-launches mix 634-649
@@ -174,11 +174,22 @@ class SGLangLogParser:
         """The block's request records and event lines sent to the worker, or None where
         they are read in :meth:`finish` (few, or no worker)."""
         lines = prepared.lines
-        if not self._may_use_workers or self._pool_failed or "msg" not in lines.columns:
+        if not self._may_use_workers or self._pool_failed:
             return None
-        requests = lines.filter(is_request(pl.col("msg"))).select("row", "msg")
-        events = lines.filter(pl.col("event_kind").is_not_null()).select(
-            "row", "event_kind", "msg")
+        if "msg" in lines.columns:
+            requests = lines.filter(is_request(pl.col("msg"))).select("row", "msg")
+            events = lines.filter(pl.col("event_kind").is_not_null()).select(
+                "row", "event_kind", "msg")
+        else:  # (every line the C lane's)
+            requests = pl.DataFrame(schema={"row": pl.UInt32, "msg": pl.String})
+            events = pl.DataFrame(schema={"row": pl.UInt32, "event_kind": pl.String,
+                                          "msg": pl.String})
+        if prepared.fast is not None and prepared.fast.records:  # rows past the slow lines'
+            msgs = prepared.fast.records
+            requests = pl.concat([requests, pl.DataFrame({
+                "row": pl.int_range(lines.height, lines.height + len(msgs), dtype=pl.UInt32,
+                                    eager=True),
+                "msg": pl.Series(msgs, dtype=pl.String)})])
         if requests.height < RECORDS_FOR_WORKER and events.height < EVENTS_FOR_WORKER:
             return None
         with self._pool_lock:

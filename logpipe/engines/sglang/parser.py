@@ -269,7 +269,7 @@ def finish_chunk(prepared: PreparedChunk, state: LogState, keep_text: bool = Fal
     if prepared.fast is not None and not prepared.fast.slow_text:
         if files is not None:
             raise ValueError("files without a slow line: parse them one by one")
-        return _finish_fast_only(prepared.fast, state)
+        return _finish_fast_only(prepared.fast, state, keep_text, prepared.requests)
     fast_times = fastlane.time_only(prepared.fast) if prepared.fast is not None else None
     df = prepared.lines
     if files is not None:
@@ -301,9 +301,15 @@ def finish_chunk(prepared: PreparedChunk, state: LogState, keep_text: bool = Fal
         .when(pl.col("event_kind").is_not_null()).then(pl.lit("event"))
         .alias("cat"),
     )
-    requests, phase_rows, record_rejects = parse_records(
-        df.filter(pl.col("cat") == "record").select("row", "line_no", "run_seq", "msg"),
-        keep_text, prepared.requests)
+    record_lines = df.filter(pl.col("cat") == "record").select("row", "line_no", "run_seq",
+                                                                 "msg")
+    fast_records = prepared.fast is not None and bool(prepared.fast.records)
+    if fast_records:  # (both lanes' records read as one, in line order)
+        assert prepared.fast is not None
+        record_lines = pl.concat([record_lines, _fast_records(
+            prepared.fast, df.height, df, run_before, files)]).sort("line_no")
+    requests, phase_rows, record_rejects = parse_records(record_lines, keep_text,
+                                                         prepared.requests)
     # ``row`` indexes this block's slow lines (which lines those are depends on the lane);
     # the records keep their line numbers
     requests = requests.drop("row", strict=False)
@@ -398,6 +404,10 @@ def finish_chunk(prepared: PreparedChunk, state: LogState, keep_text: bool = Fal
         "run_seq", "line_no", "reason",
         pl.col("raw").str.replace_all("\r", "").str.slice(0, RAW_LIMIT).alias("raw"),
     )
+    if fast_records and record_rejects.height:
+        assert prepared.fast is not None
+        rejects = pl.concat([rejects, _fast_record_rejects(prepared.fast, df.height,
+                                                           record_rejects)])
 
     # Era features and time span per run (joined with batch kind for the predicates).
     feat = df.join(batches.select("line_no", pl.col("kind").alias("bkind")), on="line_no",
@@ -519,17 +529,27 @@ def outer_prefixes(lines: pl.DataFrame) -> pl.DataFrame:
                       read[rows["_stretch"]]], how="horizontal")
 
 
-def _finish_fast_only(lanes: fastlane.Lanes, state: LogState) -> ParsedChunk:
+def _finish_fast_only(lanes: fastlane.Lanes, state: LogState, keep_text: bool = False,
+                      read: Mapping[int, tuple[dict[str, Any] | None, str | None]] | None
+                      = None) -> ParsedChunk:
     """:func:`finish_chunk` of a block whose every line the fast lane read (the usual block
-    of a long log): no launch, event, record or continuation is in it, so its rows are in
-    the run the block began in, and the slow parser's tables stay empty."""
+    of a long log): no launch, event or continuation is in it, so its rows are in the run
+    the block began in, and the slow parser's tables stay empty but for the request
+    records the lane read (``read``: those read already, by row)."""
     days = _day_numbers(fastlane.time_only(lanes), state)
     batches, http, runs, outer = _merge_fast(lanes, None, days, state.run_seq, None, None,
                                              None)
-    _past_fast_end(state, lanes)
     empty = _no_slow_rows()
+    requests, rejects = empty["requests"], empty["rejects"]
+    if lanes.records:
+        requests, _, record_rejects = parse_records(
+            _fast_records(lanes, 0, None, state.run_seq, None), keep_text, read)
+        requests = requests.drop("row", strict=False)
+        if record_rejects.height:
+            rejects = _fast_record_rejects(lanes, 0, record_rejects)
+    _past_fast_end(state, lanes)
     return ParsedChunk(batches=batches, events=empty["events"], http=http,
-                       rejects=empty["rejects"], runs=runs, requests=empty["requests"],
+                       rejects=rejects, runs=runs, requests=requests,
                        phases=empty["phases"], prefixes=outer)
 
 
@@ -615,6 +635,51 @@ def _no_slow_rows() -> dict[str, pl.DataFrame]:
             for name in ("events", "rejects", "requests", "phases", "prefixes")}
 
 
+def _run_seqs(frame: pl.DataFrame, df: pl.DataFrame | None, run_before: int,
+              files: Files | None) -> pl.DataFrame:
+    """``frame`` (fast rows, ``line_no`` ascending) with ``run_seq``: the run of the slow
+    line before each (``df``'s, with ``run_seq``; launch lines are always slow), else the
+    run the block began in (``files``: its file's first run)."""
+    anchors = df.select("line_no", "run_seq") if df is not None else None
+    # the usual block starts no launch: every fast row is in the run the block began in
+    if files is None and (anchors is None or anchors.height == 0 or (
+            anchors["run_seq"].min() == run_before and anchors["run_seq"].max() == run_before)):
+        return frame.with_columns(pl.lit(run_before, dtype=pl.Int64).alias("run_seq"))
+    if files is not None:
+        assert df is not None
+        return frame.with_columns(files.index(frame["line_no"])).join_asof(
+            df.select("line_no", "run_seq", "file"), on="line_no", by="file",
+            strategy="backward", check_sortedness=False).with_columns(
+            pl.col("run_seq").fill_null(pl.col("file") * RUN_STRIDE)).drop("file")
+    assert anchors is not None
+    return frame.join_asof(anchors, on="line_no", strategy="backward").with_columns(
+        pl.col("run_seq").fill_null(run_before))
+
+
+def _fast_records(lanes: fastlane.Lanes, first_row: int, df: pl.DataFrame | None,
+                  run_before: int, files: Files | None) -> pl.DataFrame:
+    """The request records the C lane read, as :func:`records.parse_records` reads a block's
+    record lines: ``row`` (from ``first_row``: past the slow lines' rows), ``line_no``,
+    ``run_seq`` (:func:`_run_seqs`) and ``msg``."""
+    rows = lanes.quiet.filter(pl.col("record")).select("line_no").with_columns(
+        pl.Series("msg", lanes.records, dtype=pl.String),
+        (pl.int_range(pl.len(), dtype=pl.UInt32) + first_row).alias("row"))
+    return _run_seqs(rows, df, run_before, files).select("row", "line_no", "run_seq", "msg")
+
+
+def _fast_record_rejects(lanes: fastlane.Lanes, first_row: int, rejects: pl.DataFrame
+                         ) -> pl.DataFrame:
+    """``rejects`` (of :func:`records.parse_records`) of the records the C lane read (rows
+    from ``first_row``) as ``rejects`` rows: ``run_seq``, ``line_no``, ``reason`` and the
+    line's text (``raw``, cut as the polars parser cuts it)."""
+    mine = rejects.filter(pl.col("row") >= first_row)
+    at = lanes.quiet.filter(pl.col("record")).select("line_off", "msg_off", "msg_len")
+    raw = [bytes(lanes.data[at["line_off"][i]:at["msg_off"][i] + at["msg_len"][i]])
+           .decode()[:RAW_LIMIT] for i in (mine["row"] - first_row).to_list()]
+    return mine.select("run_seq", "line_no", "reason",
+                       pl.Series("raw", raw, dtype=pl.String))
+
+
 def _merge_fast(lanes: fastlane.Lanes, df: pl.DataFrame | None, days: pl.DataFrame | None,
                 run_before: int, batches: pl.DataFrame | None, http: pl.DataFrame | None,
                 runs: pl.DataFrame | None, files: Files | None = None
@@ -625,11 +690,6 @@ def _merge_fast(lanes: fastlane.Lanes, df: pl.DataFrame | None, days: pl.DataFra
     None: the slow parser had no line of the block.  Returns the batch, HTTP and run
     rows, and the ``line_prefixes`` rows of fast lines with an outer prefix.  ``files``:
     a row before its file's first slow line is in its file's first run."""
-    anchors = df.select("line_no", "run_seq") if df is not None else None
-    # the usual block starts no launch: every fast row is in the run the block began in
-    one_run = files is None and (anchors is None or anchors.height == 0 or (
-        anchors["run_seq"].min() == run_before and anchors["run_seq"].max() == run_before))
-
     # the usual block with time-only stamps does not cross midnight: one day for all
     day, same_day = 0, True
     if days is not None:
@@ -647,16 +707,7 @@ def _merge_fast(lanes: fastlane.Lanes, df: pl.DataFrame | None, days: pl.DataFra
             frame = frame.with_columns(
                 pl.when(~pl.col("dated") & pl.col("stamped"))
                 .then(pl.col("ts") + pl.duration(days=day)).otherwise(pl.col("ts")).alias("ts"))
-        if one_run or anchors is None:
-            return frame.with_columns(pl.lit(run_before, dtype=pl.Int64).alias("run_seq"))
-        if files is not None:
-            assert df is not None
-            return frame.with_columns(files.index(frame["line_no"])).join_asof(
-                df.select("line_no", "run_seq", "file"), on="line_no", by="file",
-                strategy="backward", check_sortedness=False).with_columns(
-                pl.col("run_seq").fill_null(pl.col("file") * RUN_STRIDE)).drop("file")
-        return frame.join_asof(anchors, on="line_no", strategy="backward").with_columns(
-            pl.col("run_seq").fill_null(run_before))
+        return _run_seqs(frame, df, run_before, files)
 
     fb, fh = with_runs(lanes.batches), with_runs(lanes.http)
     # quiet rows (a request log's ``Receive:`` lines) join their runs' spans and era
@@ -682,8 +733,10 @@ def _merge_fast(lanes: fastlane.Lanes, df: pl.DataFrame | None, days: pl.DataFra
                 pl.col("first_ts").min(), pl.col("last_ts").max(), pl.col("profiled").any(),
                 pl.col("first_line").min(),
             ).select(runs.columns).sort("run_seq")
+    # (a request record is read, so its line's prefix is kept; a receipt is not)
+    records = [fq.filter(pl.col("record"))] if fq is not None else []
     wrapped = pl.concat([f.select("run_seq", "line_no", "ts", "outer").filter(
-        pl.col("outer").is_not_null()) for f in (fb, fh)])
+        pl.col("outer").is_not_null()) for f in (fb, fh, *records)])
     return (_merged(batches, fb, BATCH_COLUMNS), _merged(http, fh, HTTP_COLUMNS), runs,
             outer_prefixes(wrapped))
 
