@@ -133,6 +133,11 @@ class _StoreUse:
         self._writes = [self.submit(self.store.write_run_envs, rows)]
 
 
+def _here(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` on this thread (what needs no store)."""
+    return fn(*args)
+
+
 def attach_env(store: Store, key: str, manifests: list[Path], options: EnvOptions) -> None:
     """(Re)compute the environment of every run read from ``key``.  (Whether a run was
     profiled follows from it and from the run's records: :meth:`Store.derive_profiled`.)
@@ -230,12 +235,10 @@ def _render_envs(store: Store, listed: list[tuple[Any, Any]], options: EnvOption
             like=last.get(str(key)))
         env_json, fp = env.json, env.fingerprint
         version = _engine_version(env, engine_name)
-        clocks.append((run_id, *use.call(clock_of, store, run_id, env, options.tz,
-                                          started_at, run_id in outer,
-                                          inferred.get(run_id, False)))
-                       if run_id in outer  # (its clock may be read from the store)
-                       else (run_id, *clock_of(store, run_id, env, options.tz, started_at,
-                                                False, inferred.get(run_id, False))))
+        has_outer = run_id in outer  # (then its clock may be read from the store)
+        clocks.append((run_id, *(use.call if has_outer else _here)(
+            clock_of, store, run_id, env, options.tz, started_at, has_outer,
+            inferred.get(run_id, False))))
         tags_json = json.dumps(tags, default=str)
         unchanged = (env_json == old_env and fp == old_fp
                      and env.complete == old_complete and tags_json == old_tags

@@ -1,26 +1,27 @@
 /* The fast lane of the SGLang log parser: one pass in C over a block of complete lines.
  *
- * It takes only the two line shapes that make up nearly all of a long log, when they are
+ * It takes only the line shapes that make up nearly all of a long log, when they are
  * written plainly: a batch line ("[date time(.ms) RANKS] Prefill/Decode batch..., key:
  * value, ...") and a uvicorn access line ("[date time] INFO:     client - "GET /path
  * HTTP/1.1" 200 OK"); and a request log's lines, "Receive: obj=..." (which no table reads)
  * and "Finish: obj=..., out={...}" (whose text the Python side reads into a request row),
- * as "quiet" rows: their stamps join their runs' spans.  Everything else -- and any line of those shapes with something
- * unusual in it (a wrapper prefix, a time-only stamp, a control character, a value that is
- * not a plain number, a composite value, a phrase an event pattern looks for) -- goes to
- * the "slow" text returned alongside, which the vectorised polars parser reads exactly as
- * before.  The rows produced here are, by construction and by test, the rows that parser
- * would produce for the same lines (logpipe/sources/fastlane.py holds the contract).
+ * as "quiet" rows: their stamps join their runs' spans.  Everything else -- and any line
+ * of those shapes with something unusual in it (a wrapper prefix, a time-only stamp, a
+ * control character, a value that is not a plain number, a composite value, a phrase an
+ * event pattern looks for) -- goes to the "slow" text returned alongside, which the
+ * vectorised polars parser reads exactly as before.  The rows produced here are, by
+ * construction and by test, the rows that parser would produce for the same lines
+ * (logpipe/engines/sglang/fastlane.py holds the contract).
  *
  * A fast line immediately followed by a slow line is also copied to the slow text and
  * flagged keep=0 here, so the slow parser sees the line each of its lines follows (a
  * traceback's end, the leader of a continuation) -- unless the slow line starts with
- * docker's stamp or SGLang's, which makes it a leader of its own.  A block's last line, when fast, is not:
- * the Python side carries the state past it (logpipe/sources/sglang_log.py), and a block
+ * docker's stamp or SGLang's, which makes it a leader of its own.  A block's last line,
+ * when fast, is not: the Python side carries the state past it (parser.py), and a block
  * of fast lines only leaves the slow parser nothing to do.
  *
- * scan(data: bytes, phrases: tuple[bytes, ...]) returns a dict of raw column buffers; the
- * Python side wraps them as Arrow arrays without copying.
+ * scan(data, phrases, keys, graph_suffix, any_line, record_like) returns a dict of raw
+ * column buffers; the Python side wraps them as Arrow arrays without copying.
  */
 #include "../columns.h"
 

@@ -111,8 +111,9 @@ FEATURES: list[tuple[str, pl.Expr, int]] = [
 ANY_LINE_PHRASES = ("largest-len: ", "#pending-token: ", "#replay-token: ", "#swa token: ",
                     "mamba usage: ", "KV Cache is allocated. ")
 """What the features of :data:`FEATURES` that read any line's message (not only a batch
-line's, nor only its start) look for: the C lane's quiet lines (``Receive:``) hold none of
-these, so their messages show no feature (a feature of that kind adds its phrase here)."""
+line's, nor only its start) look for: the C lane's quiet lines (``Receive:``,
+``Finish:``) hold none of these, so their messages show no feature (a feature of that kind
+adds its phrase here)."""
 
 
 def feature_flags(lines: pl.DataFrame, by: str) -> pl.DataFrame:

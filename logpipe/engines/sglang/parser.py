@@ -710,8 +710,8 @@ def _merge_fast(lanes: fastlane.Lanes, df: pl.DataFrame | None, days: pl.DataFra
         return _run_seqs(frame, df, run_before, files)
 
     fb, fh = with_runs(lanes.batches), with_runs(lanes.http)
-    # quiet rows (a request log's ``Receive:`` lines) join their runs' spans and era
-    # features (their prefixes'), and no table
+    # quiet rows (a request log's ``Receive:`` and ``Finish:`` lines) join their runs'
+    # spans and era features (their prefixes'); the records' rows are read above
     fq = with_runs(lanes.quiet) if lanes.quiet.height else None
     reps = pl.concat([fastlane.representatives(fb, lanes.data, bkind=True),
                       fastlane.representatives(fh, lanes.data, bkind=False),
