@@ -84,6 +84,64 @@ def test_appended_lines_are_added_once(tmp_path: Path, db: Path) -> None:
     assert query(db, "SELECT lines FROM sources") == [(len(lines),)]
 
 
+DOCKER = SAMPLES / "wrappers" / "docker-timestamps.log"
+WARNING = ("2026-06-07T09:00:31.300000000Z /usr/lib/python3/dist-packages/torch/cuda/"
+           "__init__.py:52: UserWarning: CUDA initialization: skipped\n")
+"""A line of the docker log above with docker's stamp alone: earlier than the SGLang stamps
+of its launch's first lines (two hours ahead, its local time)."""
+
+
+@pytest.mark.parametrize("cut", [2, 10, 20])
+def test_a_runs_id_is_the_same_however_its_lines_arrive(tmp_path: Path, cut: int) -> None:
+    """A run's id does not depend on how much of it one read saw: a live log read in two
+    parts (the second an append) gives each run the id a read of the whole file gives.
+    Lines here carry two clocks (docker's UTC stamp alone on a warning, SGLang's local
+    stamp two hours ahead on the others), so the earliest stamp of a run's lines depends
+    on which of its lines a read saw."""
+    lines = DOCKER.read_text().splitlines(keepends=True)
+    at = next(i for i, ln in enumerate(lines) if "Decode batch" in ln)
+    lines.insert(at, WARNING)
+    live = copy_log(tmp_path, DOCKER)
+    live.write_text("".join(lines))
+    ingest_paths([live], tmp_path / "whole.duckdb")
+    live.write_text("".join(lines[:cut]))  # (the same path: a run's id hashes it)
+    ingest_paths([live], tmp_path / "live.duckdb")
+    with live.open("a") as fh:
+        fh.write("".join(lines[cut:]))
+    assert ingest_paths([live], tmp_path / "live.duckdb").files[0].status == "appended"
+    sql = "SELECT run_seq, run_id, first_line, started_at FROM runs ORDER BY 1"
+    runs = query(tmp_path / "whole.duckdb", sql)
+    assert runs and runs == query(tmp_path / "live.duckdb", sql)
+    # (the warning's stamp is the run's earliest: what made the ids differ)
+    assert str(runs[0][3]).startswith("2026-06-07 09:00:31.3")
+
+
+def test_a_runs_id_is_the_same_wherever_blocks_end(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A big log of many launches, its lines with two clocks as above, read in blocks of
+    two sizes (so that blocks end inside different launches): every run has the same id,
+    first line and start."""
+    from logpipe.engines.sglang import logparser
+    from logpipe.ingest import ahead, group
+
+    lines = DOCKER.read_text().splitlines(keepends=True)
+    at = next(i for i, ln in enumerate(lines) if "Decode batch" in ln)
+    launch = "".join(lines[:at]) + WARNING + "".join(lines[at:])
+    log = copy_log(tmp_path, DOCKER)
+    log.write_text(launch * 40)
+    for module in (ahead, group):  # (a big file: read in blocks)
+        monkeypatch.setattr(module, "SMALL_FILE_BYTES", 16 * 1024)
+    sql = "SELECT run_seq, run_id, first_line, started_at FROM runs ORDER BY 1"
+    got = []
+    for size in (3000, 64 * 1024):
+        for name in ("PARSE_BLOCK_BYTES", "SLOW_BLOCK_BYTES"):
+            monkeypatch.setattr(logparser, name, size)
+        db = tmp_path / f"blocks-{size}.duckdb"
+        assert not ingest_paths([log], db).failed
+        got.append(query(db, sql))
+    assert len(got[0]) == 40 and got[0] == got[1]
+
+
 def test_partial_last_line_waits_for_its_newline(tmp_path: Path, db: Path) -> None:
     log = copy_log(tmp_path)
     text = log.read_text()
@@ -167,6 +225,27 @@ def test_rotation_by_rename_then_a_new_file(tmp_path: Path, db: Path) -> None:
     assert query(db, "SELECT count(*) FROM sources WHERE path LIKE '%replaced file%'") == [
         (0,)]
     assert counts(db)["runs"] > before["runs"]
+
+
+def test_a_new_file_that_starts_as_the_rotated_one_did_gets_new_ids(
+        tmp_path: Path, db: Path) -> None:
+    """A run's id hashes its path, the file's first line and the run's first line number:
+    a new server.log that starts with the line the rotated one did (a banner without a
+    stamp) would hash as the moved runs do.  Its runs get ids of their own, and both files'
+    rows are kept."""
+    banner = "Starting the inference server (no stamp on this line)\n"
+    log = copy_log(tmp_path)
+    log.write_text(banner + MISSION.read_text())
+    ingest_paths([log], db)
+    old = query(db, "SELECT run_id, name FROM runs ORDER BY 1")
+    log.rename(log.with_name("server.log.1"))
+    log.write_text(banner + (SAMPLES / "eras" / "v0.5.23.log").read_text())
+    result = ingest_paths([tmp_path / "logs"], db)
+    assert [f.status for f in result.files] == ["new", "moved"]
+    runs = query(db, "SELECT run_id, name, source_path FROM runs ORDER BY source_path")
+    assert len(runs) == len(old) + 1 and len({r for r, _, _ in runs}) == len(runs)
+    assert {(r, n) for r, n, _ in runs} >= set(old)
+    assert query(db, "SELECT count(DISTINCT run_id) FROM batches") == [(len(runs),)]
 
 
 def test_rotated_file_keeps_its_rows_and_runs(tmp_path: Path, db: Path) -> None:

@@ -67,15 +67,16 @@ class Shared:
         """Runs whose span and era later lines widened (:meth:`Store.widen_run`)."""
         self.facts: list[tuple[str, dict[str, Any]]] = []
         """What launch lines said of runs (:meth:`Store.update_runs`), after them."""
-        self._taken: set[str] | None = None
+        self._taken: tuple[set[str], set[str]] | None = None
         self.envs: list[tuple[str, list[Path], str]] = []
         """``(file, its manifests, their key)`` of the files whose runs' environments are
         computed once the rows are in their tables."""
 
-    def taken(self) -> set[str]:
-        """Every run name in the database, those given in the group included."""
+    def taken(self) -> tuple[set[str], set[str]]:
+        """Every run name and every run id in the database, those given in the group
+        included (:func:`taken_runs`)."""
         if self._taken is None:
-            self._taken = {str(n) for (n,) in self.store.all("SELECT name FROM runs")}
+            self._taken = taken_runs(self.store)
         return self._taken
 
     def add_runs(self, rows: list[tuple[Any, ...]], *, engine: str,
@@ -114,3 +115,10 @@ class Shared:
 
     def close(self) -> None:
         self.spool.close()
+
+
+def taken_runs(store: Store) -> tuple[set[str], set[str]]:
+    """Every run's name and every run's id in the database (one query, once per file or
+    group, not a query a run): what a new run's name and id must differ from."""
+    rows = store.all("SELECT name, run_id FROM runs")
+    return {str(n) for n, _ in rows}, {str(r) for _, r in rows}

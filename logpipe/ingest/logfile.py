@@ -35,7 +35,7 @@ from logpipe.ingest.changes import (
     record_log_source,
     stat_key,
 )
-from logpipe.ingest.group import Shared
+from logpipe.ingest.group import Shared, taken_runs
 from logpipe.ingest.walk import unique_run_name
 from logpipe.readers import line_blocks, lines_at, open_binary, skip_to
 from logpipe.sources import bench, load
@@ -116,7 +116,7 @@ def read_log(store: Store, path: Path, key: str, kind: str, head: bytes, engine:
         res = FileResult(key, status, kind=kind)
         if detail and detail.startswith(BEGINS_WITH):  # (the copies test reads both)
             res.begins_with = detail[len(BEGINS_WITH):]
-        runs = RunBook(store, path, key, engine.name, parser,
+        runs = RunBook(store, path, key, engine.name, parser, head,
                        shared,
                        known=existing is not None or not unknown)
         rejected = int(existing["rejected"] or 0) if existing else 0
@@ -347,7 +347,7 @@ class RunBook:
     run per block cost ~1 s per GB)."""
 
     def __init__(self, store: Store, path: Path, key: str, engine: str,
-                 parser: LogParser, shared: Shared | None = None,
+                 parser: LogParser, head: bytes, shared: Shared | None = None,
                  known: bool = True) -> None:
         self.store = store
         self.shared = shared
@@ -370,32 +370,51 @@ class RunBook:
         self._new: list[tuple[Any, ...]] = []
         """Runs first seen since the last flush, inserted by it in one statement."""
         self._facts: list[tuple[str, dict[str, Any]]] = []
-        self._taken: set[str] | None = None
+        self._taken: tuple[set[str], set[str]] | None = None
+        """Every run name and id in the database, those given here included."""
+        self._given: list[str] = []
+        """The ids given to the runs made here."""
+        self._first = first_line_of(head)
 
     def ids(self) -> dict[int, str]:
         return dict(self._ids)
 
     def forget(self) -> None:
-        """The runs made so far were taken back (a quotation): their names are free."""
+        """The runs made so far were taken back (a quotation): their names and ids are
+        free."""
         self._ids.clear()
         self.created = 0
         if self._taken is not None:
-            self._taken.difference_update(self._names)
+            self._taken[0].difference_update(self._names)
+            self._taken[1].difference_update(self._given)
         self._names.clear()
+        self._given.clear()
+
+    def _taken_runs(self) -> tuple[set[str], set[str]]:
+        if self._taken is None:
+            self._taken = (self.shared.taken() if self.shared is not None else
+                           taken_runs(self.store))
+        return self._taken
 
     def _new_name(self, seq: int) -> str:
-        if self._taken is None:  # every name in the database, once (not a query a run)
-            self._taken = (self.shared.taken() if self.shared is not None else
-                           {str(n) for (n,) in self.store.all("SELECT name FROM runs")})
-        name = unique_run_name(self.path, seq, self._taken)
+        name = unique_run_name(self.path, seq, self._taken_runs()[0])
         self._names.append(name)
         return name
+
+    def _new_id(self, seq: int, first_line: int | None) -> str:
+        taken = self._taken_runs()[1]
+        rid, k = run_id(self.key, self._first, seq, first_line), 1
+        while rid in taken:  # (a new file where a moved one's runs still hold their ids)
+            k += 1
+            rid = run_id(self.key, self._first, seq, first_line, k)
+        taken.add(rid)
+        self._given.append(rid)
+        return rid
 
     def observe(self, seen: RunSeen) -> None:
         seq = seen.seq
         if seq not in self._ids:
-            rid = hashlib.sha256(
-                f"{self.key}\n{seq}\n{seen.first_ts}".encode()).hexdigest()[:12]
+            rid = self._new_id(seq, seen.first_line)
             label, mask = self.parser.era(None, seen)
             self._new.append((rid, self._new_name(seq), self.key, seq, seen.first_line,
                               seen.first_ts, seen.last_ts, label, mask))
@@ -422,6 +441,31 @@ class RunBook:
         self._spans.clear()
         to.update_runs(facts)
         self._facts.clear()
+
+
+FIRST_LINE_BYTES = 4096
+"""Bytes of a file's first line that its runs' ids hash (:func:`first_line_of`)."""
+
+
+def first_line_of(head: bytes) -> bytes:
+    """A file's first line (up to :data:`FIRST_LINE_BYTES`) from its head."""
+    end = head.find(b"\n", 0, FIRST_LINE_BYTES)
+    return head[:end if end >= 0 else FIRST_LINE_BYTES]
+
+
+def run_id(key: str, first: bytes, seq: int, first_line: int | None, k: int = 1) -> str:
+    """A run's id: a hash of its file (its path and its first line ``first``, which tells
+    a new file at a path from the one moved away), its number in the file and its first
+    line's number; ``k`` > 1: the ``k``-th choice, where the first is taken.  Every read
+    of the file finds these alike however much of the file it saw (a live log read in
+    parts, blocks cut elsewhere).  Not its first stamp: a run's lines may carry two clocks
+    (docker's stamp alone on some lines, the engine's on the others), and the earliest
+    stamp among the lines one read saw depends on which lines it saw."""
+    h = hashlib.sha256(f"{key}\n{seq}\n{first_line}\n".encode())
+    h.update(first)
+    if k > 1:
+        h.update(f"\n{k}".encode())
+    return h.hexdigest()[:12]
 
 
 def _least(a: Any, b: Any) -> Any:

@@ -152,9 +152,10 @@ def comparison_dict(c: Any) -> dict[str, Any]:
         "replication": c.replication,
         "same_configuration": c.same_configuration,
         "launch_noise": {str(s): {"log_sd": n.log_sd, "df": n.df, "launches": n.launches,
-                                  "pairs": n.pairs} for s, n in c.noise.items()},
+                                  "pairs": n.pairs}  # (in order: the same text each time)
+                          for s, n in sorted(c.noise.items())},
         "client_launch_noise": {k: {"log_sd": n.log_sd, "df": n.df, "launches": n.launches,
-                                    "pairs": n.pairs} for k, n in c.client_noise.items()},
+                                    "pairs": n.pairs} for k, n in sorted(c.client_noise.items())},
         "unmatched_strata": c.unmatched_strata,
         "excluded_lines": c.excluded,
         "speculation": c.speculation,
