@@ -91,7 +91,7 @@ WARNING = ("2026-06-07T09:00:31.300000000Z /usr/lib/python3/dist-packages/torch/
 of its launch's first lines (two hours ahead, its local time)."""
 
 
-@pytest.mark.parametrize("cut", [2, 10, 20])
+@pytest.mark.parametrize("cut", [2, 10])
 def test_a_runs_id_is_the_same_however_its_lines_arrive(tmp_path: Path, cut: int) -> None:
     """A run's id does not depend on how much of it one read saw: a live log read in two
     parts (the second an append) gives each run the id a read of the whole file gives.
@@ -128,7 +128,7 @@ def test_a_runs_id_is_the_same_wherever_blocks_end(tmp_path: Path,
     at = next(i for i, ln in enumerate(lines) if "Decode batch" in ln)
     launch = "".join(lines[:at]) + WARNING + "".join(lines[at:])
     log = copy_log(tmp_path, DOCKER)
-    log.write_text(launch * 40)
+    log.write_text(launch * 12)
     for module in (ahead, group):  # (a big file: read in blocks)
         monkeypatch.setattr(module, "SMALL_FILE_BYTES", 16 * 1024)
     sql = "SELECT run_seq, run_id, first_line, started_at FROM runs ORDER BY 1"
@@ -139,7 +139,7 @@ def test_a_runs_id_is_the_same_wherever_blocks_end(tmp_path: Path,
         db = tmp_path / f"blocks-{size}.duckdb"
         assert not ingest_paths([log], db).failed
         got.append(query(db, sql))
-    assert len(got[0]) == 40 and got[0] == got[1]
+    assert len(got[0]) == 12 and got[0] == got[1]
 
 
 def test_partial_last_line_waits_for_its_newline(tmp_path: Path, db: Path) -> None:
