@@ -15,6 +15,7 @@ import logpipe.ingest as ingest_module
 from logpipe.engines.sglang import logparser
 from logpipe.ingest import ahead, group, ingest_paths, logfile
 from logpipe.store import spool
+from logpipe.store.frames import FrameRows
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_logs"
 # what differs by construction between two ingests of the same files
@@ -41,19 +42,43 @@ def _tables(db: Path) -> dict[str, list[tuple]]:
         con.close()
 
 
+@pytest.mark.parametrize("small_table", [0, 16 * 1024])
 def test_held_and_spooled_rows_are_the_same_tables(tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch):
+                                                   monkeypatch: pytest.MonkeyPatch,
+                                                   small_table: int):
+    """Rows held in memory until the file's end, written to Parquet as they come (every
+    table), or written to Parquet but for the tables that hold little (``small_table``:
+    those stay in memory beside the others' files): the same tables."""
     logs = tmp_path / "logs"
-    for part in ("real-gpu-profiled", "mission"):
+    for part in ("real-gpu-profiled", "mission", "real-vllm-cpu"):
         shutil.copytree(SAMPLES / part, logs / part)
     held, spooled = tmp_path / "held.duckdb", tmp_path / "spooled.duckdb"
     ingest_paths([logs], held)
-    monkeypatch.setattr(spool, "HELD_BYTES", 0)  # every frame goes to Parquet at once
+    monkeypatch.setattr(spool, "HELD_BYTES", 0)  # frames go to Parquet at once
+    monkeypatch.setattr(spool, "SMALL_TABLE_BYTES", small_table)
+    loaded: dict[str, set[str]] = {"memory": set(), "parquet": set()}
+    insert_rows, files = FrameRows.insert_rows, spool.Spool.files
+
+    def from_memory(self: Any, table: str, frame: Any) -> int:
+        loaded["memory"].add(table)
+        return insert_rows(self, table, frame)
+
+    def from_parquet(self: Any, table: str) -> list[str]:
+        out = files(self, table)
+        if out:
+            loaded["parquet"].add(table)
+        return out
+
+    monkeypatch.setattr(FrameRows, "insert_rows", from_memory)
+    monkeypatch.setattr(spool.Spool, "files", from_parquet)
     ingest_paths([logs], spooled)
+    assert {"batches", "http_requests"} <= loaded["parquet"]
+    # (with small tables kept, a table of few rows a file was inserted from memory)
+    assert bool(loaded["memory"] & {"vllm_stats", "line_prefixes"}) == (small_table > 0)
     a, b = _tables(held), _tables(spooled)
     assert a.keys() == b.keys()
     assert sum(len(v) for v in a.values()) > 10_000  # not vacuous: batches and a trace
-    assert a["trace_kernels"] and a["batches"]
+    assert a["trace_kernels"] and a["batches"] and a["vllm_stats"]
     for name in a:
         assert a[name] == b[name], name
 
@@ -314,9 +339,12 @@ def test_slow_lines_read_by_a_worker_are_the_same_tables(
     assert a.keys() == b.keys()
     for name in a:
         assert a[name] == b[name], name
+    import os
     import subprocess
-    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    assert "logpipe.workers" not in ps
+    # (this process's own workers: a test on the other test process may have its own now)
+    ps = subprocess.run(["ps", "-eo", "ppid=,args="], capture_output=True, text=True).stdout
+    ours = [ln for ln in ps.splitlines() if ln.split(None, 1)[0] == str(os.getpid())]
+    assert not [ln for ln in ours if "logpipe.workers" in ln]
 
 
 def _runs_written(logs: Path, db: Path) -> dict[str, list[tuple]]:

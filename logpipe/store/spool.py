@@ -20,6 +20,9 @@ if TYPE_CHECKING:  # polars is imported where frames are written: an ingest of u
 HELD_BYTES = 32 * 1024 * 1024
 """Rows a spool keeps in memory before it writes them to Parquet: a small file's rows (most
 files) go straight into their tables at :meth:`Spool.load`, without files on disk."""
+SMALL_TABLE_BYTES = 4 * 1024 * 1024
+"""A table holding at most this much in memory stays there when the spool writes the others
+to Parquet: what a spool holds is at most :data:`HELD_BYTES` plus this much a table."""
 
 
 class Spool:
@@ -42,7 +45,8 @@ class Spool:
         self._dir: Path | None = None
         self.parts: dict[str, list[Path]] = {}
         self.held: dict[str, list[pl.DataFrame]] = {}
-        self._held_bytes = 0
+        self._held_bytes: dict[str, int] = {}
+        """The bytes held in memory, by table."""
         self._writer: ThreadPoolExecutor | None = None
         self._writes: list[Future[None]] = []
 
@@ -62,9 +66,13 @@ class Spool:
         else:
             frame = self.store.rows_for(table, frame, constants)
             self.held.setdefault(table, []).append(frame)
-        self._held_bytes += int(frame.estimated_size())
-        if self._held_bytes > HELD_BYTES:
-            self._spill()
+        self._held_bytes[table] = self._held_bytes.get(table, 0) + int(frame.estimated_size())
+        if sum(self._held_bytes.values()) > HELD_BYTES:
+            # the tables that hold much go to disk; a table of few rows a block (a long
+            # log's stats lines) stays in memory and is inserted once at the end
+            big = [t for t, n in self._held_bytes.items() if n > SMALL_TABLE_BYTES]
+            if big:
+                self._spill(big)
         return frame.height
 
     def _shape(self) -> None:
@@ -79,19 +87,21 @@ class Spool:
             self.held.setdefault(table, []).append(self.store.rows_for(table, frame, {}))
         self.unshaped = {}
 
-    def _spill(self) -> None:
-        """Write every frame held in memory to Parquet."""
+    def _spill(self, tables: list[str] | None = None) -> None:
+        """Write the frames held in memory to Parquet (``tables``: of those alone)."""
         self._shape()
         if self._writer is None:
             self._writer = ThreadPoolExecutor(max_workers=1)
-        for table, frames in self.held.items():
+        spilled = {t: f for t, f in self.held.items() if tables is None or t in tables}
+        for table, frames in spilled.items():
             parts = self.parts.setdefault(table, [])
             for frame in frames:
                 path = self.dir / f"{table}-{len(parts):06d}.parquet"
                 self._writes.append(self._writer.submit(
                     frame.write_parquet, path, compression="lz4", statistics=False))
                 parts.append(path)
-        self.held, self._held_bytes = {}, 0
+            del self.held[table]
+            self._held_bytes.pop(table, None)
 
     def flush(self) -> None:
         """Wait for every file written so far (re-raising a write's error)."""
@@ -128,19 +138,19 @@ class Spool:
 
     def _load(self, tables: list[str] | None) -> None:
         self._shape()
-        if self.parts:  # rows on disk already: the held ones join them there
-            self._spill()
-        elif not self.held:
-            return  # (nothing: polars is not imported for it)
-        else:
+        if self.held:  # tables with no rows on disk: inserted from memory
             import polars as pl
 
             for table in tables if tables is not None else list(self.held):
-                frames = self.held.pop(table, [])
+                frames = self.held.get(table) if table not in self.parts else None
                 if frames:
+                    del self.held[table]
+                    self._held_bytes.pop(table, None)
                     self.store.insert_rows(table, pl.concat(frames, how="diagonal_relaxed")
                                            if len(frames) > 1 else frames[0])
+        if not self.parts:
             return
+        self._spill(tables)  # (the held rows of tables with rows on disk join them there)
         self.flush()
         con = self.store.con
         (ordered,) = con.execute(
@@ -166,6 +176,7 @@ class Spool:
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
         self.held.clear()
+        self._held_bytes.clear()
         self.unshaped.clear()
 
     def __enter__(self) -> Spool:

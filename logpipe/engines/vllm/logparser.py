@@ -2,8 +2,8 @@
 (:mod:`logpipe.engines.parsing`).
 
 vLLM prints a stats line per logging interval (10 s by default), so its logs are small
-beside SGLang's per-batch lines: each block streams through the line parser, and only the
-access lines, which grow with the requests, are spooled."""
+beside SGLang's per-batch lines: each block streams through the line parser, and its rows
+of the tables that grow with the log (:data:`SPOOLED`) are spooled."""
 
 from __future__ import annotations
 
@@ -57,7 +57,11 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "rejects": {"run_seq": pl.Int64, "line_no": pl.Int64, "reason": pl.String,
                 "raw": pl.String},
 }
-SPOOLED = ("http_requests",)
+SPOOLED = ("http_requests", "vllm_stats", "vllm_spec_metrics")
+"""The tables whose rows are held until the file's end and loaded in one statement each:
+the access lines, which grow with the requests, and the stats and speculative lines, few
+but many blocks' worth in a long log (an insert per block and table cost ~6-9 ms whatever
+its rows: 0.3 s of a 256 MB log of 17 blocks)."""
 
 try:
     from logpipe.engines.vllm import _fastlane  # type: ignore[attr-defined]
