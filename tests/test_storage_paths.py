@@ -42,20 +42,42 @@ def _tables(db: Path) -> dict[str, list[tuple]]:
         con.close()
 
 
-@pytest.mark.parametrize("small_table", [0, 16 * 1024])
 def test_held_and_spooled_rows_are_the_same_tables(tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch,
-                                                   small_table: int):
-    """Rows held in memory until the file's end, written to Parquet as they come (every
-    table), or written to Parquet but for the tables that hold little (``small_table``:
-    those stay in memory beside the others' files): the same tables."""
+                                                   monkeypatch: pytest.MonkeyPatch):
     logs = tmp_path / "logs"
-    for part in ("real-gpu-profiled", "mission", "real-vllm-cpu"):
+    for part in ("real-gpu-profiled", "mission"):
         shutil.copytree(SAMPLES / part, logs / part)
     held, spooled = tmp_path / "held.duckdb", tmp_path / "spooled.duckdb"
     ingest_paths([logs], held)
+    monkeypatch.setattr(spool, "HELD_BYTES", 0)  # every frame goes to Parquet at once
+    monkeypatch.setattr(spool, "SMALL_TABLE_BYTES", 0)
+    ingest_paths([logs], spooled)
+    a, b = _tables(held), _tables(spooled)
+    assert a.keys() == b.keys()
+    assert sum(len(v) for v in a.values()) > 10_000  # not vacuous: batches and a trace
+    assert a["trace_kernels"] and a["batches"]
+    for name in a:
+        assert a[name] == b[name], name
+
+
+def test_small_tables_stay_in_memory_beside_spooled_ones(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch):
+    """Rows held in memory until the file's end, written to Parquet as they come (every
+    table), or written to Parquet but for the tables that hold little (those stay in
+    memory beside the others' files): the same tables, files read block by block."""
+    logs = tmp_path / "logs"
+    for part in ("real-vllm-cpu/real-vllm-cpu-baseline-r1", "mission/baseline-untuned"):
+        shutil.copytree(SAMPLES / part, logs / part)
+    from logpipe.engines.vllm.logparser import VLLMLogParser
+
+    for module in (ahead, group):  # each file read by blocks, in a transaction of its own
+        monkeypatch.setattr(module, "SMALL_FILE_BYTES", 16 * 1024)
+    monkeypatch.setattr(VLLMLogParser, "block_bytes", 8 * 1024)  # a vLLM log's blocks
+    held = tmp_path / "held.duckdb"
+    ingest_paths([logs], held)
+    a = _tables(held)
+    assert a["batches"] and a["http_requests"] and a["vllm_stats"]
     monkeypatch.setattr(spool, "HELD_BYTES", 0)  # frames go to Parquet at once
-    monkeypatch.setattr(spool, "SMALL_TABLE_BYTES", small_table)
     loaded: dict[str, set[str]] = {"memory": set(), "parquet": set()}
     insert_rows, files = FrameRows.insert_rows, spool.Spool.files
 
@@ -71,16 +93,21 @@ def test_held_and_spooled_rows_are_the_same_tables(tmp_path: Path,
 
     monkeypatch.setattr(FrameRows, "insert_rows", from_memory)
     monkeypatch.setattr(spool.Spool, "files", from_parquet)
-    ingest_paths([logs], spooled)
-    assert {"batches", "http_requests"} <= loaded["parquet"]
-    # (with small tables kept, a table of few rows a file was inserted from memory)
-    assert bool(loaded["memory"] & {"vllm_stats", "line_prefixes"}) == (small_table > 0)
-    a, b = _tables(held), _tables(spooled)
-    assert a.keys() == b.keys()
-    assert sum(len(v) for v in a.values()) > 10_000  # not vacuous: batches and a trace
-    assert a["trace_kernels"] and a["batches"] and a["vllm_stats"]
-    for name in a:
-        assert a[name] == b[name], name
+    for small_table in (0, 16 * 1024):  # every table to Parquet; the small ones kept
+        monkeypatch.setattr(spool, "SMALL_TABLE_BYTES", small_table)
+        for seen in loaded.values():
+            seen.clear()
+        spooled = tmp_path / f"spooled-{small_table}.duckdb"
+        ingest_paths([logs], spooled)
+        assert {"batches", "http_requests"} <= loaded["parquet"]
+        # a vLLM log's stats rows are spooled, not inserted a block at a time: on disk
+        # with the rest, or kept in memory as a small table and inserted from there
+        assert ("vllm_stats" in loaded["memory"]) == (small_table > 0)
+        assert ("vllm_stats" in loaded["parquet"]) == (small_table == 0)
+        b = _tables(spooled)
+        assert a.keys() == b.keys()
+        for name in a:
+            assert a[name] == b[name], (small_table, name)
 
 
 def test_the_database_memory_bound_is_applied_and_rows_are_the_same(
