@@ -110,10 +110,10 @@ class Spool:
             w.result()
 
     def files(self, table: str) -> list[str]:
-        """The Parquet files spooled for ``table`` (read them with ``read_parquet``; rows
-        held in memory are written now)."""
+        """The Parquet files spooled for ``table`` (read them with ``read_parquet``; its
+        rows held in memory are written now, the other tables' stay)."""
         if self.held.get(table) or self.unshaped.get(table):
-            self._spill()
+            self._spill([table])
             self.flush()
         return [str(p) for p in self.parts.get(table, [])]
 
