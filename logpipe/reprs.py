@@ -19,8 +19,6 @@ from typing import Any
 
 _TOKENS = (r"'[^'\"\\\x00-\x1f]*+'|-?(?:0|[1-9]\d*+)(?:\.\d++)?(?:[eE][+-]?\d++)?"
            r"|None|True|False|[{}\[\]:,]| ++")
-PLAIN_REPR_RE = re.compile(rf"(?:{_TOKENS})*+")  # (possessive: no backtracking)
-"""A plain repr, whole."""
 _PLAIN_KWARGS_RE = re.compile(rf"(?:[A-Za-z_]\w*+=|{_TOKENS})*+")
 _SWAP_RE = re.compile(r"'[^']*'|([A-Za-z_]\w*)=|None|True|False")
 _WORDS = {"None": "null", "True": "true", "False": "false"}
@@ -35,23 +33,40 @@ def _swap(m: re.Match[str]) -> str:
     return _WORDS[token]
 
 
+def _refuse(word: str) -> Any:
+    raise ValueError(f"{word} is JSON's, not a Python literal")
+
+
+_DECODE = json.JSONDecoder(parse_constant=_refuse).decode
+"""``json.loads`` refusing ``NaN`` and ``Infinity``, which JSON reads and a repr never
+prints (Python prints ``nan`` and ``inf``, names ``ast`` refuses)."""
+
+
 def read_plain(text: str) -> tuple[bool, Any]:
     """``(True, value)`` where ``text`` is a plain repr JSON reads, else ``(False, None)``
     (an int key, a trailing comma, anything not plain: for :mod:`ast` to decide)."""
-    if PLAIN_REPR_RE.fullmatch(text):
-        # a plain string holds no quote of either kind, so its quotes swap by one replace,
-        # and what lies between strings (every other part) is numbers, punctuation and
-        # the three words: string methods, not a callback a token (~5x faster)
-        parts = text.replace("'", '"').split('"')
-        for i in range(0, len(parts), 2):
-            if parts[i]:
-                parts[i] = parts[i].replace("None", "null").replace(
-                    "True", "true").replace("False", "false")
-        try:
-            return True, json.loads('"'.join(parts))
-        except ValueError:
-            pass
-    return False, None
+    if '"' in text or "\\" in text or "\x00" in text:
+        return False, None
+    # a plain string holds no double quote nor backslash (Python prints a string with a
+    # single quote between double ones, and escapes differ from JSON's), so the strings
+    # are every other part between single quotes; what lies between them is numbers,
+    # punctuation, whitespace and Python's three words, swapped for JSON's in one pass
+    # over those parts joined with NUL (a JSON word there is a name Python refuses: not
+    # plain).  For the rest JSON's grammar is the repr's, or stricter: a number JSON
+    # refuses, a tuple, an int key or a trailing comma goes to ast, which reads it or
+    # raises.
+    parts = text.split("'")
+    if len(parts) % 2 == 0:  # (a quote left open)
+        return False, None
+    between = "\x00".join(parts[0::2])
+    if "null" in between or "true" in between or "false" in between:
+        return False, None
+    parts[0::2] = between.replace("None", "null").replace("True", "true").replace(
+        "False", "false").split("\x00")
+    try:
+        return True, _DECODE('"'.join(parts))
+    except ValueError:
+        return False, None
 
 
 def literal(text: str) -> Any:

@@ -11,7 +11,7 @@ import re
 import pytest
 
 from logpipe.engines.sglang import server_args
-from logpipe.reprs import PLAIN_REPR_RE, literal
+from logpipe.reprs import literal, read_plain
 from tests.conftest import SAMPLES
 
 
@@ -58,10 +58,17 @@ def test_plain_reprs_read_as_json_mean_what_python_reads(
 
     texts = [repr(value()) for _ in range(3000)]
     texts += ["[1,]", "01", "", "NoneNone", "{1: 2}", "'a' ... 'b'", "[1] ... [2]",
-              "{'a': 1} x"]
+              "{'a': 1} x",
+              # what JSON reads and Python does not, or reads otherwise
+              "null", "{'a': true}", "[false, 1]", "NaN", "[Infinity]", "-Infinity",
+              "{'null': None}", "'true'", "'a' 'b'", "'unclosed", "[1, 'a]",
+              "\n1", "[1,\n2]", "{'a':\t1}", "[1,\r2]", "\x0c1", "'a\x01b'", "[1\x00]",
+              "[1e400, -1e400]", "-0", "1E5", "1.", ".5", "1_0", "0x10", "+1", "- 1",
+              "[1.5e-05, -0.0]", "{'a': 1, 'a': None}", "{'b': 1, 'a': 2, 'b': 3}",
+              "1" * 5000, "[" + "1" * 5000 + ", inf]"]
     plain = 0
     for text in texts:
-        plain += bool(PLAIN_REPR_RE.fullmatch(text))
+        plain += read_plain(text)[0]
         assert same(read(ast.literal_eval, text), read(literal, text)), text
     assert 500 < plain < len(texts)  # both readings were exercised
     # a plain repr never reaches ast
@@ -70,8 +77,6 @@ def test_plain_reprs_read_as_json_mean_what_python_reads(
     expected = ast.literal_eval(meta)
     monkeypatch.setattr(ast, "literal_eval", lambda text: pytest.fail("ast was used"))
     assert same(literal(meta), expected)
-    # (possessive: a backtracking pattern would not return from this one)
-    assert PLAIN_REPR_RE.fullmatch("[" + "1" * 5000 + ", inf]") is None
 
 
 
@@ -94,3 +99,34 @@ def test_server_args_read_fast_are_those_ast_reads(monkeypatch: pytest.MonkeyPat
     slow = {line: repr(server_args._parse.__wrapped__(line)) for line in lines}
     assert fast == slow
     assert len(lines) // 2 < plain < len(lines)
+
+
+def test_a_launch_line_read_once_gives_the_event_attrs_and_the_runs_arguments() -> None:
+    """A ``server_args`` line's event attrs, as the slow lines' reader makes them (the
+    arguments redacted and encoded once, for the attrs and the run's arguments), are the
+    JSON of :func:`event_attrs` byte for byte, and its arguments JSON theirs, on every
+    such line of the samples and on odd ones: secrets, nested secrets, no arguments, an
+    unreadable line, values only ``str`` can encode."""
+    import json
+
+    from logpipe.engines.sglang.events import event_attrs
+    from logpipe.engines.sglang.slowlines import read_event
+    from logpipe.redaction import redact
+
+    lines = {m.group() for path in SAMPLES.rglob("*.log") if path.is_file()
+             for m in re.finditer(r"server_args=.*", path.read_text(errors="replace"))}
+    assert len(lines) > 20
+    lines |= {"server_args={}", "server_args=ServerArgs()", "server_args=garbage(",
+              "server_args=ServerArgs(api_key='s3cret', tp_size=2, "
+              "extra={'hf_token': 'abc', 'max_new_tokens': 8})",
+              "server_args={'a': float('nan'), 'b': object, 'c': (1, 2)}"}
+    secrets = 0
+    for line in lines:
+        attrs, args, text, args_json = read_event("server_args", line)
+        assert attrs == json.dumps(event_attrs("server_args", line), default=str), line
+        want = server_args.parse_server_args(line)
+        assert args == want
+        assert args_json == (json.dumps(redact(want), default=str) if want else None)
+        assert text == server_args.redact_text(line, want or {})
+        secrets += "s3cret" in line and "s3cret" not in attrs + text
+    assert secrets == 1

@@ -38,8 +38,20 @@ SOURCE = register(Source(
 
 def _without_text(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: _without_text(v) for k, v in value.items() if k not in TEXT_KEYS}
+        return {k: _without_text(v) if isinstance(v, dict) else v
+                for k, v in value.items() if k not in TEXT_KEYS}
     return value
+
+
+def _kept(value: Any) -> Any:
+    return value
+
+
+_ENCODE = json.JSONEncoder(default=str).encode
+"""``json.dumps(value, default=str)``, its encoder made once (``json.dumps`` with an
+argument makes one a call: ~1 us of a request's row)."""
+_KNOWN = frozenset({"id", "rid", "finish_reason", "e2e_latency", "request_parameters",
+                    *COLUMNS})
 
 
 def parse(text: str, keep_text: bool = False
@@ -53,26 +65,22 @@ def parse(text: str, keep_text: bool = False
 def to_row(obj: dict[str, Any], keep_text: bool = False) -> dict[str, Any]:
     """A request's metrics (``meta_info`` keys, ``request_parameters``) as a row; text
     keys are dropped unless ``keep_text``."""
-    clean = (lambda v: v) if keep_text else _without_text
+    clean = _kept if keep_text else _without_text
     params = obj.get("request_parameters")
     if isinstance(params, str):
         try:
             params = json.loads(params)
         except ValueError:
             params = None
+    reason, latency = obj.get("finish_reason"), obj.get("e2e_latency")
     row: dict[str, Any] = {
         "rid": obj.get("id") or obj.get("rid") or (params or {}).get("rid"),
-        "finish_reason": json.dumps(obj["finish_reason"], default=str)
-        if isinstance(obj.get("finish_reason"), dict) else obj.get("finish_reason"),
-        "e2e_latency_s": float(obj["e2e_latency"])
-        if isinstance(obj.get("e2e_latency"), int | float) else None,
-        "request_parameters": json.dumps(clean(params), default=str)
-        if isinstance(params, dict) else None,
+        "finish_reason": _ENCODE(reason) if isinstance(reason, dict) else reason,
+        "e2e_latency_s": float(latency) if isinstance(latency, int | float) else None,
+        "request_parameters": _ENCODE(clean(params)) if isinstance(params, dict) else None,
     }
     for col, cast in COLUMNS.items():
         value = obj.get(col)
         row[col] = cast(value) if isinstance(value, int | float) else None
-    known = {"id", "rid", "finish_reason", "e2e_latency", "request_parameters", *COLUMNS}
-    row["extra"] = json.dumps(clean({k: v for k, v in obj.items() if k not in known}),
-                              default=str)
+    row["extra"] = _ENCODE(clean({k: v for k, v in obj.items() if k not in _KNOWN}))
     return row

@@ -40,8 +40,13 @@ def read_event(kind: str, msg: str) -> EventRead:
     if kind != "server_args":
         return _attrs_json(kind, msg), None, None, None
     args = parse_server_args(msg)
-    return (_attrs_json(kind, msg), args, redact_text(msg, args or {}),
-            json.dumps(redact(args), default=str) if args else None)
+    if args is None:
+        return _attrs_json(kind, msg), None, msg, None
+    # the attrs are {"server_args": the arguments redacted}, the run's arguments the same
+    # JSON: redacted and encoded once (~0.2 ms of a launch's ~1 ms here)
+    args_json = json.dumps(redact(args), default=str)
+    return ('{"server_args": ' + args_json + "}", args, redact_text(msg, args),
+            args_json if args else None)
 
 
 def read_slow_lines(setup: object, requests: list[str], events: list[tuple[str, str]],
