@@ -65,7 +65,7 @@ def read_plain(text: str) -> tuple[bool, Any]:
         "False", "false").split("\x00")
     try:
         return True, _DECODE('"'.join(parts))
-    except ValueError:
+    except (ValueError, RecursionError):  # (too deep for JSON: ast raises, or reads it)
         return False, None
 
 
@@ -90,6 +90,6 @@ def plain_kwargs(body: str) -> dict[str, Any] | None:
 
     try:
         value = json.loads("{" + _SWAP_RE.sub(swap, body) + "}")
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) and len(value) == names else None

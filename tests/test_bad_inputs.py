@@ -34,3 +34,74 @@ def test_bad_input(case: Path, db: Path) -> None:
     for kind, attrs in expected.get("events", []):
         got = query(db, "SELECT attrs FROM events WHERE kind = ?", [kind])
         assert [json.loads(a) for (a,) in got] == [attrs]
+
+
+def test_a_line_nested_too_deeply_is_that_lines_problem_alone(tmp_path: Path,
+                                                               db: Path) -> None:
+    """A line whose JSON or repr nests thousands deep (a damaged or hostile record: the
+    decoders give up with a RecursionError) costs that line alone, in every reader that
+    decodes a line: an SGLang launch line (its event says the arguments were unreadable),
+    a vLLM ``non-default args`` line (its other arguments are read), a benchmark's and a
+    request-metrics file's JSON line (a reject naming it), a counters scrape's header.
+    Before, each of these failed its whole file and kept none of its good lines."""
+    from tests.conftest import SAMPLES
+
+    deep = "[" * 5000 + "]" * 5000
+    logs = tmp_path / "logs"
+
+    def write(rel: str, source: Path, edit: object) -> Path:
+        path = logs / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lines = source.read_text().splitlines(keepends=True)
+        path.write_text("".join(edit(lines)))  # type: ignore[operator]
+        return path
+
+    def launch_line(lines: list[str]) -> list[str]:
+        return [ln[:ln.index("server_args=")] + "server_args={'model_path': 'm', 'x': "
+                + deep + "}\n" if "server_args=" in ln else ln for ln in lines]
+
+    def vllm_args(lines: list[str]) -> list[str]:
+        at = "non-default args: {"
+        return [ln.replace(at, at + "'deep': " + "-" * 5000 + "1, ") if at in ln else ln
+                for ln in lines]
+
+    def json_line(lines: list[str]) -> list[str]:
+        return [*lines[:1], '{"prompt_tokens": 1, "x": ' + deep + "}\n", *lines[1:]]
+
+    def header(lines: list[str]) -> list[str]:
+        return [lines[0].rstrip().removesuffix("}") + ', "x": ' + deep + "}\n", *lines[1:]]
+
+    real_cpu = SAMPLES / "real-cpu" / "real-cpu-baseline-r1" / "server.log"
+    vllm = SAMPLES / "real-vllm-cpu-counters" / "real-vllm-cpu-counters-baseline-r1"
+    mission = SAMPLES / "mission" / "baseline-untuned"
+    sglang_log = write("sglang/server.log", real_cpu, launch_line)
+    vllm_log = write("vllm/server.log", vllm / "server.log", vllm_args)
+    bench = write("bench/bench_serving.jsonl", mission / "bench_serving.jsonl", json_line)
+    metrics = write("metrics/sglang-request-metrics-20260504_09.log",
+                    mission / "sglang-request-metrics-20260504_09.log", json_line)
+    scrape = write("counters/max_concurrency-4-after.prom",
+                   SAMPLES / "real-vllm-cpu-counters" / "real-vllm-cpu-counters-baseline-r2"
+                   / "metrics" / "max_concurrency-4-after.prom", header)
+    assert deep in sglang_log.read_text() and "-" * 5000 in vllm_log.read_text()
+    assert deep in scrape.read_text().splitlines()[0]
+
+    result = ingest_paths([logs], db)
+    assert not result.failed, result.failed
+    text = sglang_log.read_text()
+    assert query(db, "SELECT count(*) FROM batches WHERE source_path = ?",
+                 [str(sglang_log)]) == [
+        (text.count("] Prefill batch") + text.count("] Decode batch"),)]
+    assert query(db, "SELECT attrs FROM events WHERE kind = 'server_args'") == [
+        ('{"parse_error": true}',)]
+    (args,) = query(db, "SELECT server_args FROM runs WHERE source_path = ?", [str(vllm_log)])
+    read = json.loads(args[0])
+    assert read["deep"] == "-" * 5000 + "1" and len(read) > 1  # (its other arguments too)
+    for path, table in ((bench, "bench_results"), (metrics, "request_metrics")):
+        records = len(path.read_text().splitlines()) - 1
+        assert query(db, f"SELECT count(*) FROM {table} WHERE source_path = ?",
+                     [str(path)]) == [(records,)], table
+    assert sorted(query(db, "SELECT source_path, line_no, reason FROM rejects")) == sorted(
+        [(str(bench), 2, "not JSON: nested too deeply to read"),
+         (str(metrics), 2, "not JSON: nested too deeply to read")])
+    samples = [ln for ln in scrape.read_text().splitlines() if ln and not ln.startswith("#")]
+    assert query(db, "SELECT count(*) FROM metric_snapshots") == [(len(samples),)]

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from logpipe.sources import Source, register
+from logpipe.sources.records import loads
 
 HEADER = "# logpipe-scrape: "
 """First line of a snapshot ``launch`` took: this prefix, then a JSON object with
@@ -76,7 +77,7 @@ SOURCE = register(Source(
 
 def _header(line: str) -> dict[str, Any]:
     try:
-        info = json.loads(line[len(HEADER):])
+        info = loads(line[len(HEADER):])
     except ValueError:
         return {}
     return info if isinstance(info, dict) else {}

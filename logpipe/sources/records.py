@@ -9,13 +9,23 @@ from typing import Any
 RAW_LIMIT = 2000
 
 
+def loads(text: str) -> Any:
+    """``json.loads(text)``; a value nested too deeply for the decoder (thousands of
+    brackets in one line: a damaged or hostile record) raises ``ValueError``, as any other
+    text that is no JSON does, so that its line is a reject, not its file's failure."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply to read") from None
+
+
 def first_json_object(head: str) -> dict[str, Any] | None:
     """The first line of ``head`` as a JSON object, or None."""
     line = head.lstrip().split("\n", 1)[0]
     if not line.startswith("{"):
         return None
     try:
-        obj = json.loads(line)
+        obj = loads(line)
     except ValueError:
         return None
     return obj if isinstance(obj, dict) else None
@@ -29,9 +39,10 @@ def json_objects(text: str, rejects: list[tuple[int, str, str]]
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            rejects.append((i, f"not JSON: {exc.msg}", line[:RAW_LIMIT]))
+            obj = loads(line)
+        except ValueError as exc:
+            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+            rejects.append((i, f"not JSON: {reason}", line[:RAW_LIMIT]))
             continue
         if not isinstance(obj, dict):
             rejects.append((i, "not a JSON object", line[:RAW_LIMIT]))

@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from logpipe.sources import Source, register
-from logpipe.sources.records import first_json_object, json_objects
+from logpipe.sources.records import first_json_object, json_objects, loads
 
 TEXT_KEYS = {"text", "prompt", "prompt_text", "output_text", "messages", "input_ids",
              "output_ids", "input_embeds", "image_data", "audio_data", "video_data",
@@ -69,7 +69,7 @@ def to_row(obj: dict[str, Any], keep_text: bool = False) -> dict[str, Any]:
     params = obj.get("request_parameters")
     if isinstance(params, str):
         try:
-            params = json.loads(params)
+            params = loads(params)
         except ValueError:
             params = None
     reason, latency = obj.get("finish_reason"), obj.get("e2e_latency")

@@ -7,13 +7,13 @@ message, first match wins); the few lines that are events are then turned into
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 import polars as pl
 
 from logpipe.engines.sglang.server_args import parse_server_args, redact
+from logpipe.sources.records import loads
 
 # kind → regex on the message (after every prefix is peeled).  Order matters.
 EVENT_KINDS: list[tuple[str, str]] = [
@@ -209,7 +209,7 @@ def event_attrs(kind: str, message: str) -> dict[str, Any]:
         sizes = _GRAPH_BS_RE.match(message)
         if sizes:  # "Capture cuda graph bs [1, 2, 4, ...]" (0.4.7-0.5.13)
             try:
-                attrs["bs"] = json.loads(sizes.group(1))
+                attrs["bs"] = loads(sizes.group(1))
             except ValueError:
                 pass
             return attrs
@@ -235,7 +235,7 @@ def event_attrs(kind: str, message: str) -> dict[str, Any]:
         unit = (m.group("unit") or "").strip()
         if value.startswith("["):
             try:
-                attrs[key] = json.loads(value)
+                attrs[key] = loads(value)
             except ValueError:
                 attrs[key] = value
             continue

@@ -16,7 +16,6 @@ read becomes a reject with its reason.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -25,6 +24,7 @@ import polars as pl
 
 from logpipe.reprs import literal
 from logpipe.sources import phases, request_metrics
+from logpipe.sources.records import loads
 
 FINISH = "Finish: "
 OLD_FINISH = "in="
@@ -220,7 +220,7 @@ def request_row(msg: str, keep_text: bool = False
             obj["output_text"] = _literal(output) if output else None
     else:
         try:
-            event = json.loads(msg)
+            event = loads(msg)
         except ValueError as exc:
             return None, f"request event is not JSON: {exc}"
         out = event.get("out") if isinstance(event, dict) else None

@@ -30,6 +30,7 @@ from logpipe.engines.vllm.parser import (
     Parser,
 )
 from logpipe.redaction import is_secret_key
+from logpipe.sources.records import loads
 
 SCHEMAS: dict[str, dict[str, Any]] = {
     "vllm_stats": {
@@ -503,7 +504,7 @@ def _spec_config(from_args: Any, from_config: Any) -> dict[str, Any] | None:
         if isinstance(value, str) and value not in ("None", ""):
             if value.strip().startswith("{"):
                 try:
-                    parsed = json.loads(value)
+                    parsed = loads(value)
                     if isinstance(parsed, dict):
                         return parsed
                 except ValueError:

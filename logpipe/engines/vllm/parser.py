@@ -746,7 +746,7 @@ def _literal(value: str) -> Any:
     if v in ("None", "True", "False") or v[:1] in "'\"0123456789-[{(":
         try:
             return ast.literal_eval(v)
-        except (ValueError, SyntaxError):
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
             pass
     return v
 
@@ -766,7 +766,7 @@ def parse_args(text: str) -> dict[str, Any]:
     """The ``non-default args: {...}`` dict, literals only."""
     try:
         value = ast.literal_eval(text)
-    except (ValueError, SyntaxError):
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
         out: dict[str, Any] = {}
         for part in split_top(text.strip()[1:-1]):
             key, colon, val = part.partition(":")
