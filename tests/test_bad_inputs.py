@@ -105,3 +105,33 @@ def test_a_line_nested_too_deeply_is_that_lines_problem_alone(tmp_path: Path,
          (str(metrics), 2, "not JSON: nested too deeply to read")])
     samples = [ln for ln in scrape.read_text().splitlines() if ln and not ln.startswith("#")]
     assert query(db, "SELECT count(*) FROM metric_snapshots") == [(len(samples),)]
+
+
+def test_a_vllm_count_too_long_for_any_number_is_that_lines_reject(tmp_path: Path,
+                                                                    db: Path) -> None:
+    """A vLLM stats or speculative-decoding line whose count runs to 5,000 digits (past
+    Python's 4,300-digit limit, where ``int`` raises) is a reject naming the count, as a
+    count of 20 digits is; the file's other lines land.  Before, such a line failed its
+    whole file."""
+    from tests.conftest import SAMPLES
+
+    source = SAMPLES / "real-vllm-cpu" / "real-vllm-cpu-ngram-r1" / "server.log"
+    lines = source.read_text().splitlines(keepends=True)
+    long = "9" * 5000
+    stats = next(i for i, ln in enumerate(lines) if "Running: " in ln)
+    spec = next(i for i, ln in enumerate(lines) if "SpecDecoding metrics" in ln)
+    lines[stats] = lines[stats].replace("Running: ", "Running: " + long, 1)
+    lines[spec] = lines[spec].replace("Accepted: ", "Accepted: " + long, 1)
+    log = tmp_path / "server.log"
+    log.write_text("".join(lines))
+    pristine_stats = sum("Running: " in ln for ln in lines)
+    pristine_spec = sum("SpecDecoding metrics" in ln for ln in lines)
+
+    result = ingest_paths([log], db)
+    assert not result.failed, result.failed
+    assert query(db, "SELECT line_no, reason FROM rejects ORDER BY line_no") == sorted([
+        (stats + 1, "a vLLM stats line whose running is too big for its column"),
+        (spec + 1, "a vLLM speculative-decoding line whose accepted_tokens is too big for "
+                   "its column")])
+    assert query(db, "SELECT count(*) FROM vllm_stats") == [(pristine_stats - 1,)]
+    assert query(db, "SELECT count(*) FROM vllm_spec_metrics") == [(pristine_spec - 1,)]

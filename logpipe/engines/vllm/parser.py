@@ -449,9 +449,9 @@ class Parser:
             self._stats_row({
                 "run_seq": run, "line_no": line_no, "ts": ts, "ts_raw": ts_raw or None,
                 "year_from": year_from,
-                "engine_index": int(whole["idx"]) if whole["idx"] else None,
+                "engine_index": _count(whole["idx"]) if whole["idx"] else None,
                 "prompt_tps": _num(whole.group(2)), "gen_tps": _num(whole.group(3)),
-                "running": int(whole.group(4)), "waiting": int(whole.group(5)),
+                "running": _count(whole.group(4)), "waiting": _count(whole.group(5)),
                 "kv_device": whole["dev"], "kv_usage": _pct(whole.group(7)),
                 "prefix_hit_rate": _pct(whole.group(8)), **STATS_V1_SAME,
             }, message)
@@ -467,11 +467,11 @@ class Parser:
         row: dict[str, Any] = {
             "run_seq": run, "line_no": line_no, "ts": ts, "ts_raw": ts_raw or None,
             "year_from": year_from,
-            "engine_index": int(engine["idx"]) if engine and engine["idx"] else None,
-            "engines_aggregated": int(engine["agg"]) if engine and engine["agg"] else None,
+            "engine_index": _count(engine["idx"]) if engine and engine["idx"] else None,
+            "engines_aggregated": _count(engine["agg"]) if engine and engine["agg"] else None,
             "prompt_tps": _num(values["prompt_tps"].group(1)),
             "gen_tps": _num(values["gen_tps"].group(1)),
-            "running": int(values["running"].group(1)),
+            "running": _count(values["running"].group(1)),
             "waiting": _int(values["waiting"] or values["pending"]),
             "swapped": _int(values["swapped"]),
             "deferred": _int(values["deferred"]),
@@ -510,7 +510,7 @@ class Parser:
             engine_index = whole["idx"]
             fields: dict[str, Any] = {
                 **SPEC_V1_SAME,
-                "accepted_tokens": int(whole.group(5)), "drafted_tokens": int(whole.group(6)),
+                "accepted_tokens": _count(whole.group(5)), "drafted_tokens": _count(whole.group(6)),
                 "acceptance_rate": _pct(whole.group(9)),
                 "mean_acceptance_length": _num(whole.group(2)),
                 "accepted_tps": _num(whole.group(3)), "drafted_tps": _num(whole.group(4)),
@@ -522,7 +522,7 @@ class Parser:
             if spec is None:
                 return
             engine_index, fields = spec
-        index = int(engine_index) if engine_index else None
+        index = _count(engine_index) if engine_index else None
         if not self._too_big({"line_no": line_no, "run_seq": run, "engine_index": index,
                               **fields}, "speculative-decoding", head + body):
             self._spec_row(line_no, ts, run, index, fields)
@@ -607,7 +607,8 @@ class Parser:
                 if v is None:
                     continue
                 if k in INT_ATTRS or k in ("num_tokens",):
-                    attrs[k] = int(v.replace(",", ""))
+                    digits = v.replace(",", "")  # (a count too long for a number: its text)
+                    attrs[k] = int(digits) if len(digits) <= COUNT_DIGITS else v
                 elif k in ("seconds", "gib", "gb", "max_concurrency"):
                     attrs[k] = float(v)
                 else:
@@ -701,14 +702,26 @@ def _engine_prefix_len(message: str) -> int:
     return len(m.group(0)) if m else 0
 
 
+COUNT_DIGITS = 40
+"""Digits of a count read as printed; a longer one (no column holds it) reads as 2**64."""
+
+
+def _count(text: str) -> int:
+    """``int(text)`` of a count as printed; one of more than :data:`COUNT_DIGITS` digits
+    reads as 2**64, which the row's check rejects by its name (:meth:`Parser._too_big`),
+    as it rejects a count of 20 digits: ``int`` raises past 4,300 digits, and a line
+    failed its file."""
+    return int(text) if len(text) <= COUNT_DIGITS else 1 << 64
+
+
 def _int(m: re.Match[str] | None) -> int | None:
-    return int(m.group(1)) if m is not None else None
+    return _count(m.group(1)) if m is not None else None
 
 
 def _first_int(m: re.Match[str] | None) -> int | None:
     if m is None:
         return None
-    return next(int(g) for g in m.groups() if g is not None)
+    return next(_count(g) for g in m.groups() if g is not None)
 
 
 # -------------------------------------------------------------------------- config text
