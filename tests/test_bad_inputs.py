@@ -135,3 +135,66 @@ def test_a_vllm_count_too_long_for_any_number_is_that_lines_reject(tmp_path: Pat
                    "its column")])
     assert query(db, "SELECT count(*) FROM vllm_stats") == [(pristine_stats - 1,)]
     assert query(db, "SELECT count(*) FROM vllm_spec_metrics") == [(pristine_spec - 1,)]
+
+
+def test_a_number_no_column_holds_is_its_records_problem_alone(tmp_path: Path,
+                                                                db: Path) -> None:
+    """A record whose count no column holds (20 digits; a fraction, text, inf or nan where
+    a count goes) is a reject naming the field, in a benchmark's, a request-metrics and a
+    phase-timing JSON Lines file; a phase record's time of nan is no time; a vLLM launch
+    whose tensor parallel size runs to 20 digits has no tp_size (its arguments keep it as
+    printed).  Each file's other records land; before, each failed its whole file."""
+    from tests.conftest import SAMPLES
+
+    mission = SAMPLES / "mission" / "baseline-untuned"
+    logs = tmp_path / "logs"
+    big = 10 ** 20
+
+    def jsonl(rel: str, source: Path, edits: list[dict[str, object]]) -> Path:
+        lines = source.read_text().splitlines()
+        first = json.loads(lines[0])
+        path = logs / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join([*lines, *(json.dumps({**first, **e}) for e in edits)])
+                        + "\n")
+        return path
+
+    bench = jsonl("bench/bench_serving.jsonl", mission / "bench_serving.jsonl",
+                  [{"completed": big}])
+    metrics = jsonl("metrics/sglang-request-metrics-20260504_09.log",
+                    mission / "sglang-request-metrics-20260504_09.log",
+                    [{"prompt_tokens": big}, {"completion_tokens": float("nan")}])
+    phases = jsonl("phases/phase_timings.jsonl",
+                   SAMPLES / "profiles" / "eagle3-profiled" / "phase_timings.jsonl",
+                   [{"rank": 2 ** 40}, {"batch_size": 1.5}, {"accepted_tokens": "x"},
+                    {"batch_size": float("inf")}, {"ts": float("nan")}, {"batch_size": 4.0}])
+    vllm = logs / "vllm" / "server.log"
+    vllm.parent.mkdir(parents=True)
+    vllm.write_text((SAMPLES / "real-vllm-cpu" / "real-vllm-cpu-ngram-r1" / "server.log")
+                    .read_text().replace("non-default args: {", "non-default args: "
+                                         "{'tensor_parallel_size': " + str(big) + ", ", 1))
+
+    result = ingest_paths([logs], db)
+    assert not result.failed, result.failed
+    n = {p: len(p.read_text().splitlines()) for p in (bench, metrics, phases)}
+    assert sorted(query(db, "SELECT source_path, line_no, reason FROM rejects")) == sorted([
+        (str(bench), n[bench], "a benchmark record whose completed is too big for its "
+                               "column"),
+        (str(metrics), n[metrics] - 1, "a request record whose prompt_tokens is too big "
+                                       "for its column"),
+        (str(phases), n[phases] - 5, "a phase record whose rank is too big for its column"),
+        (str(phases), n[phases] - 4, "a phase record whose batch_size is not a count"),
+        (str(phases), n[phases] - 3, "a phase record whose accepted_tokens is not a count"),
+        (str(phases), n[phases] - 2, "a phase record whose batch_size is not a count")])
+    assert query(db, "SELECT count(*) FROM bench_results") == [(n[bench] - 1,)]
+    assert query(db, "SELECT count(*), count(completion_tokens) FROM request_metrics "
+                 "WHERE line_no = ?", [n[metrics]]) == [(1, 0)]  # (nan: no count)
+    assert query(db, "SELECT count(*), count(ts) FROM phase_timings WHERE line_no = ?",
+                 [n[phases] - 1]) != [(0, 0)]
+    assert query(db, "SELECT count(ts) FROM phase_timings WHERE line_no = ?",
+                 [n[phases] - 1]) == [(0,)]
+    assert query(db, "SELECT DISTINCT batch_size FROM phase_timings WHERE line_no = ?",
+                 [n[phases]]) == [(4,)]
+    (run,) = query(db, "SELECT tp_size, server_args FROM runs WHERE source_path = ?",
+                   [str(vllm)])
+    assert run[0] is None and json.loads(run[1])["tensor_parallel_size"] == big

@@ -16,7 +16,7 @@ from typing import Any
 
 from logpipe.redaction import redact
 from logpipe.sources import Source, register
-from logpipe.sources.records import first_json_object, json_objects
+from logpipe.sources.records import first_json_object, json_objects, too_big
 
 NUMERIC = {
     "request_rate": float, "max_concurrency": int, "completed": int, "num_prompts": int,
@@ -101,7 +101,7 @@ def normalise(record: dict[str, Any], tool: str, fmt: str) -> dict[str, Any]:
         if col in NUMERIC and value is not None:
             try:
                 row[col] = NUMERIC[col](value)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):  # (an int column's inf or nan)
                 pass
         elif col in ("backend", "dataset_name"):
             row[col] = None if value is None else str(value)
@@ -123,7 +123,13 @@ def parse_jsonl(text: str) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple
         if tool is None:
             rejects.append((i, "not a benchmark record (unknown keys)", line[:2000]))
             continue
-        rows.append((i, normalise(obj, tool, "jsonl")))
+        row = normalise(obj, tool, "jsonl")
+        big = too_big(row)
+        if big is not None:
+            rejects.append((i, f"a benchmark record whose {big} is too big for its column",
+                            line[:2000]))
+            continue
+        rows.append((i, row))
     return rows, rejects
 
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from logpipe.sources import Source, register
-from logpipe.sources.records import first_json_object, json_objects
+from logpipe.sources.records import first_json_object, json_objects, too_big
 
 KNOWN = {"v", "ts", "batch_size", "phases_ms", "accepted_tokens", "synchronized", "rank"}
 
@@ -31,7 +31,10 @@ SOURCE = register(Source(
 
 def _ts(value: Any) -> datetime | None:
     if isinstance(value, int | float):
-        return datetime.fromtimestamp(value, UTC).replace(tzinfo=None)
+        try:
+            return datetime.fromtimestamp(value, UTC).replace(tzinfo=None)
+        except (ValueError, OverflowError, OSError):  # nan, inf, past year 9999: no time
+            return None
     if isinstance(value, str):
         try:
             when = datetime.fromisoformat(value.replace("Z", "+00:00"))
@@ -40,6 +43,14 @@ def _ts(value: Any) -> datetime | None:
         # an instant with its offset: kept as UTC (the offset is not just dropped)
         return when.astimezone(UTC).replace(tzinfo=None) if when.tzinfo else when
     return None
+
+
+def _count(value: Any) -> bool:
+    """Whether ``value`` is a count or missing: an integer, a whole number written as a
+    float (``4.0``), or None (not a string, a fraction, inf or nan)."""
+    if value is None or type(value) is int:
+        return True
+    return isinstance(value, float) and value.is_integer()
 
 
 def parse(text: str) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple[int, str, str]]]:
@@ -58,10 +69,20 @@ def parse(text: str) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple[int, 
             continue
         cycle = sum(values.values())
         extra = json.dumps({k: v for k, v in obj.items() if k not in KNOWN}, default=str)
+        counts = {k: obj.get(k) for k in ("rank", "batch_size", "accepted_tokens")}
+        odd = next((k for k, v in counts.items() if not _count(v)), None)
+        if odd is not None:
+            rejects.append((i, f"a phase record whose {odd} is not a count", line[:2000]))
+            continue
+        counts = {k: int(v) if isinstance(v, float) else v for k, v in counts.items()}
+        big = too_big(counts, frozenset({"rank"}))
+        if big is not None:
+            rejects.append((i, f"a phase record whose {big} is too big for its column",
+                            line[:2000]))
+            continue
         for phase, ms in values.items():
             rows.append((i, {
-                "ts": _ts(obj.get("ts")), "rank": obj.get("rank"),
-                "batch_size": obj.get("batch_size"), "accepted_tokens": obj.get("accepted_tokens"),
+                "ts": _ts(obj.get("ts")), **counts,
                 "synchronized": bool(obj.get("synchronized", False)), "phase": phase, "ms": ms,
                 "cycle_ms": cycle, "extra": extra,
             }))

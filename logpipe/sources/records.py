@@ -19,6 +19,22 @@ def loads(text: str) -> Any:
         raise ValueError("nested too deeply to read") from None
 
 
+_INT64 = 1 << 63
+
+
+def too_big(row: dict[str, Any], narrow: frozenset[str] = frozenset()) -> str | None:
+    """The first column of ``row`` whose integer its column cannot hold: 64 bits, 32 for
+    those ``narrow`` names (a record's count of 20 digits: the frame of its file could not
+    be built, or not inserted), or None.  Its line is a reject that names it, as the log
+    parsers reject such a line."""
+    for key, value in row.items():
+        if type(value) is int:
+            bound = 1 << 31 if key in narrow else _INT64
+            if not -bound <= value < bound:
+                return key
+    return None
+
+
 def first_json_object(head: str) -> dict[str, Any] | None:
     """The first line of ``head`` as a JSON object, or None."""
     line = head.lstrip().split("\n", 1)[0]

@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from logpipe.sources import Source, register
-from logpipe.sources.records import first_json_object, json_objects, loads
+from logpipe.sources.records import RAW_LIMIT, first_json_object, json_objects, loads, too_big
 
 TEXT_KEYS = {"text", "prompt", "prompt_text", "output_text", "messages", "input_ids",
              "output_ids", "input_embeds", "image_data", "audio_data", "video_data",
@@ -58,7 +58,15 @@ def parse(text: str, keep_text: bool = False
           ) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple[int, str, str]]]:
     """One ``request_metrics`` row per JSON line of ``text``; rejects for other lines."""
     rejects: list[tuple[int, str, str]] = []
-    rows = [(i, to_row(obj, keep_text)) for i, obj, _ in json_objects(text, rejects)]
+    rows = []
+    for i, obj, line in json_objects(text, rejects):
+        row = to_row(obj, keep_text)
+        big = too_big(row)
+        if big is None:
+            rows.append((i, row))
+        else:
+            rejects.append((i, f"a request record whose {big} is too big for its column",
+                            line[:RAW_LIMIT]))
     return rows, rejects
 
 
@@ -81,6 +89,9 @@ def to_row(obj: dict[str, Any], keep_text: bool = False) -> dict[str, Any]:
     }
     for col, cast in COLUMNS.items():
         value = obj.get(col)
-        row[col] = cast(value) if isinstance(value, int | float) else None
+        try:
+            row[col] = cast(value) if isinstance(value, int | float) else None
+        except (ValueError, OverflowError):  # an inf or nan count: no count
+            row[col] = None
     row["extra"] = _ENCODE(clean({k: v for k, v in obj.items() if k not in _KNOWN}))
     return row

@@ -81,6 +81,20 @@ _POLARS_TYPES = {"VARCHAR": "String", "JSON": "String", "INTEGER": "Int32", "BIG
                  "DOUBLE": "Float64", "BOOLEAN": "Boolean", "TIMESTAMP": "Datetime"}
 
 
+_INT_BITS = {"INTEGER": 31, "BIGINT": 63}
+
+
+def _fitting(values: list[Any], duckdb_type: str) -> list[Any]:
+    """A launch fact's ``values`` for a ``runs`` column of ``duckdb_type``: an integer the
+    column cannot hold (a launch's ``tp_size`` of 20 digits) is no fact (None), rather than
+    a frame that cannot be built and a file that fails; its arguments keep it as printed."""
+    bits = _INT_BITS.get(duckdb_type)
+    if bits is None:
+        return values
+    bound = 1 << bits
+    return [None if type(v) is int and not -bound <= v < bound else v for v in values]
+
+
 def _polars_type(duckdb_type: str) -> Any:
     """The polars type a ``runs`` column's values are framed in (its DuckDB type's)."""
     import polars as pl
@@ -172,7 +186,7 @@ class RunRows(FrameRows):
                 "ended_at": list(cols[6]), "format_era": list(cols[7]),
                 "era_mask": list(cols[8])}
             for key in keys:
-                values[key] = [said[r[0]][key] for r in rows]
+                values[key] = _fitting([said[r[0]][key] for r in rows], types[key])
             # as a frame, not as list parameters: a launch's arguments are ~38 KB of text
             # (1,586 launches of a file: 0.49 s as parameters)
             frame = pl.DataFrame(values, schema={c: _polars_type(types[c]) for c in values})

@@ -610,7 +610,10 @@ class Parser:
                     digits = v.replace(",", "")  # (a count too long for a number: its text)
                     attrs[k] = int(digits) if len(digits) <= COUNT_DIGITS else v
                 elif k in ("seconds", "gib", "gb", "max_concurrency"):
-                    attrs[k] = float(v)
+                    try:
+                        attrs[k] = float(v)
+                    except ValueError:  # (digits and dots that are no number: its text)
+                        attrs[k] = v
                 else:
                     attrs[k] = v
             self._event(line_no, ts, kind, message[:2000], attrs)
