@@ -46,9 +46,19 @@ def host_offset(at: datetime | None = None) -> int:
     return int(offset.total_seconds()) if offset is not None else 0
 
 
-def rounded(seconds: float) -> int:
-    """An offset learned from two clocks, to the quarter hour zones are made of."""
-    return int(round(seconds / QUARTER_HOUR) * QUARTER_HOUR)
+OFFSET_LIMIT_S = (1 << 31) - 1
+"""The largest offset ``runs.utc_offset_s`` (32 bits) holds: 68 years."""
+
+
+def rounded(seconds: float) -> int | None:
+    """An offset learned from two clocks, to the quarter hour zones are made of (a host
+    clock set days off still aligns its stamps with the other clock); None where they
+    differ by more than 68 years (a stamp of a year no clock shows, in a damaged line:
+    no offset, rather than a run row that cannot be written and a file that fails)."""
+    if not abs(seconds) <= OFFSET_LIMIT_S:  # (nan too)
+        return None
+    offset = int(round(seconds / QUARTER_HOUR) * QUARTER_HOUR)
+    return offset if abs(offset) <= OFFSET_LIMIT_S else None
 
 
 def to_utc(local: datetime | None, offset_s: int | None) -> datetime | None:

@@ -59,6 +59,25 @@ def test_the_zone_of_a_run_from_manifest_tz_option_or_outer_stamps(tmp_path: Pat
                    "c": (-25200, "outer stamps")}
 
 
+def test_outer_stamps_of_another_day_align_but_of_no_year_any_clock_shows_are_none(
+        tmp_path: Path) -> None:
+    """A job logger whose clock is three days and seven hours ahead of SGLang's gives that
+    offset (the stamps still align); one whose stamps say year 9999 (a damaged logger,
+    7,973 years off) gives none, and the file lands: before, the offset overflowed its
+    32-bit column and the file failed."""
+    days, year = tmp_path / "days", tmp_path / "year"
+    for d in (days, year):
+        d.mkdir()
+    _log(days / "server.log", "2026-07-02 09:00", prefix="job-7 2026-07-05T16:{m:02d}:00Z ")
+    _log(year / "server.log", "2026-07-02 09:00", prefix="job-7 9999-07-02T16:{m:02d}:00Z ")
+    db = tmp_path / "db.duckdb"
+    result = ingest_paths([days, year], db)
+    assert not result.failed, result.failed
+    got = dict((n, (o, s)) for n, o, s in query(
+        db, "SELECT name, utc_offset_s, clock_source FROM runs"))
+    assert got == {"days": (-(3 * 86400 + 25200), "outer stamps"), "year": (None, None)}
+
+
 def test_a_file_is_linked_to_the_run_whose_span_holds_its_instant(tmp_path: Path) -> None:
     """Two runs in one folder, stamped on a UTC+2 host; a benchmark file written at 09:02
     UTC belongs to the run from 11:00 to 11:05 local, whatever zone ingests it."""

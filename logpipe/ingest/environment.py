@@ -317,7 +317,8 @@ def clock_of(store: Store, run_id: str, env: Rendered, tz: str | None, at: Any,
     elif has_outer:  # (most logs have no host logger's stamps)
         row = store.one(_OUTER_OFFSET_SQL, [run_id])
         if row and row[1]:
-            offset, source = clock.rounded(float(row[0])), "outer stamps"
+            offset = clock.rounded(float(row[0]))
+            source = "outer stamps" if offset is not None else None
     if date_inferred:
         source = (source + "; " if source else "") + "date inferred from the file's mtime"
     return offset, source
