@@ -64,7 +64,9 @@ def groups(db: Path) -> list[tuple[str, dict[str, list[float]]]]:
     out = []
     with open_db(str(db), read_only=True) as store:
         rows = store.all(
-            "SELECT c.config_key, c.workload, list(c.run_id ORDER BY c.run_id) FROM "
+            # (launches in name order: run ids hash their file's path, so an order by id
+            # drew other campaigns from each clone of the repository)
+            "SELECT c.config_key, c.workload, list(c.run_id ORDER BY c.name, c.run_id) FROM "
             "run_configs c WHERE c.env_complete AND NOT coalesce(c.profiled, false) AND "
             "c.run_id NOT IN (SELECT run_id FROM run_env WHERE key = 'launch.profile') "
             f"AND c.run_id NOT IN ({WARMUP_RUNS}) GROUP BY 1, 2 "
