@@ -35,19 +35,25 @@ def db(tmp_path: Path) -> Path:
 
 def _samples_key() -> str:
     """What the samples database is made from: the package (its code, schemas and built
-    lanes), the samples, the settings that change an ingest (``LOGPIPE_*``), Python and
-    the libraries that parse and store."""
+    lanes), the samples where they lie (the database keeps their paths, and the stat that
+    tells an unchanged file from one to read again: another checkout of the same content,
+    even at the same path, makes its own), the settings that change an ingest
+    (``LOGPIPE_*``), Python and the libraries that parse and store."""
     import sys
     from importlib.metadata import version
 
     digest = hashlib.sha256(sys.version.encode())
     for lib in ("duckdb", "polars", "pyarrow", "numpy"):
         digest.update(f"{lib}={version(lib)}\0".encode())
+    digest.update(str(SAMPLES).encode() + b"\0")
     for base in (ROOT / "logpipe", SAMPLES):
         for path in sorted(base.rglob("*")):
             if path.is_file() and "__pycache__" not in path.parts:
                 digest.update(str(path.relative_to(ROOT)).encode() + b"\0")
                 digest.update(path.read_bytes())
+                if base == SAMPLES:
+                    st = path.stat()
+                    digest.update(f"{st.st_mtime_ns}:{st.st_ino}\0".encode())
     for name, value in sorted(os.environ.items()):
         if name.startswith("LOGPIPE_") and name != "LOGPIPE_CACHE":
             digest.update(f"{name}={value}\0".encode())
