@@ -216,6 +216,30 @@ def test_reingest_is_unchanged_and_a_rewrite_replaces(tmp_path: Path) -> None:
     assert query(db, "SELECT max(event_no) FROM trace_ops") == [(99,)]
 
 
+def test_a_trace_of_the_same_bytes_with_new_times_is_not_read_again(tmp_path: Path) -> None:
+    """A trace copied anew (a fresh clone, a copy that kept no times: the same bytes, a new
+    mtime) is unchanged on re-ingest, and its new mtime kept; one whose bytes changed at the
+    same size (a digit edited in place) is read again."""
+    import os
+
+    trace = tmp_path / H200.name.removesuffix(".gz")  # (uncompressed: edited in place)
+    trace.write_bytes(gzip.decompress(H200.read_bytes()))
+    db = tmp_path / "t.duckdb"
+    assert ingest_paths([trace], db).files[0].status == "new"
+    later = trace.stat().st_mtime + 60
+    os.utime(trace, (later, later))
+    assert ingest_paths([trace], db).files[0].status == "unchanged"
+    (mtime,) = query(db, "SELECT mtime FROM sources")[0]
+    assert mtime.timestamp() == pytest.approx(later, abs=1e-3)
+    data = trace.read_bytes()
+    at = data.index(b'"dur": ') + len(b'"dur": ')
+    edited = data[:at] + (b"8" if data[at:at + 1] != b"8" else b"9") + data[at + 1:]
+    trace.write_bytes(edited)
+    os.utime(trace, (later + 60, later + 60))
+    assert len(edited) == len(data)
+    assert ingest_paths([trace], db).files[0].status == "rewritten"
+
+
 def test_cut_off_trace_keeps_complete_events_and_reports_the_line(tmp_path: Path) -> None:
     text = gzip.decompress(CPU.read_bytes()).decode()
     cut = text[: len(text) // 2]
