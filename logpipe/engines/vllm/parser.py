@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import date, datetime
 from typing import Any
 
+from logpipe.sources.records import too_big
+
 # -------------------------------------------------------------------------- the prefix
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m|(?<![\w\]])\[(?:\d+;)*\d+m")
@@ -530,12 +532,11 @@ class Parser:
     def _too_big(self, row: dict[str, Any], what: str, raw: str) -> bool:
         """Whether a count of ``row`` is too big for its column (64 bits, 32 for an
         engine's): the line is then a reject, not a block that cannot be written."""
-        for key, value in row.items():
-            if type(value) is int and abs(value) >= 1 << _INT_BITS.get(key, 63):
-                self._reject(row["line_no"], row["run_seq"],
-                             f"a vLLM {what} line whose {key} is too big for its column", raw)
-                return True
-        return False
+        key = too_big(row, _NARROW)
+        if key is not None:
+            self._reject(row["line_no"], row["run_seq"],
+                         f"a vLLM {what} line whose {key} is too big for its column", raw)
+        return key is not None
 
     def _spec_row(self, line_no: int, ts: datetime | None, run: int, index: int | None,
                   fields: dict[str, Any]) -> None:
@@ -682,7 +683,7 @@ class Parser:
                                  "raw": raw[:2000]})
 
 
-_INT_BITS = {"engine_index": 31, "engines_aggregated": 31}
+_NARROW = frozenset({"engine_index", "engines_aggregated"})
 """The counts of a stats or spec row that are 32-bit columns (the others are 64-bit)."""
 
 
