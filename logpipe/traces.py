@@ -52,19 +52,6 @@ class _Hashing:
         return data
 
 
-def _content_sha(path: Path) -> str | None:
-    """SHA-256 of the file's content as read (decompressed), as ``sources.sha256`` keeps
-    it for a trace; None if it cannot be read."""
-    sha = hashlib.sha256()
-    try:
-        with open_binary(path) as fh:
-            while block := fh.read(1 << 20):
-                sha.update(block)
-    except (OSError, EOFError, ValueError):
-        return None
-    return sha.hexdigest()
-
-
 def _frame(table: str, rows: list[tuple[Any, ...]], base_us: float | None) -> pl.DataFrame:
     import polars as pl
 
@@ -84,16 +71,9 @@ def ingest_trace(store: Store, path: Path, key: str, existing: dict[str, Any] | 
     the line of a malformed trace (the caller's transaction then leaves nothing behind).
     """
     stat = path.stat()
-    mtime = datetime.fromtimestamp(stat.st_mtime)
-    if existing is not None and existing["size_bytes"] == stat.st_size:
-        if existing["mtime"] == mtime:
-            return "unchanged", {}, 0, None
-        if _content_sha(path) == existing["sha256"]:
-            # the same bytes with a new mtime (a fresh clone, a copy that kept no times):
-            # not read again, as a log of the same bytes is not; the new mtime is kept,
-            # so that the next ingest tells it by its stat
-            store.upsert_source({"path": key, "mtime": mtime})
-            return "unchanged", {}, 0, None
+    if existing is not None and existing["size_bytes"] == stat.st_size and \
+            existing["mtime"] == datetime.fromtimestamp(stat.st_mtime):
+        return "unchanged", {}, 0, None
     if existing is not None:
         store.delete_source(key)
     status = "new" if existing is None else "rewritten"

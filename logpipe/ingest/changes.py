@@ -76,6 +76,13 @@ def _longer(path: Path, stat: os.stat_result, row: dict[str, Any]) -> bool:
         return skip_to(fh, path, n) == n and bool(fh.read(1))
 
 
+def same_bytes(path: Path, stat: os.stat_result, row: dict[str, Any]) -> bool:
+    """Does ``path`` hold exactly the bytes ingested for ``row``, whatever its mtime (a
+    fresh clone, a copy that kept no times)?  By the hashes its row keeps."""
+    return (row["size_bytes"] == stat.st_size and _same_prefix(path, row)
+            and not _longer(path, stat, row))
+
+
 def _retire(store: Store, key: str, existing: dict[str, Any]) -> None:
     """Set the rows of a file that no longer lives at ``key`` aside under a path of their
     own (``key`` plus the old file's identity), so that its rotated copy takes them."""

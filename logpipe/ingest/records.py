@@ -7,7 +7,7 @@ from datetime import datetime
 from pathlib import Path
 
 from logpipe.ingest.base import PARSER_VERSION, EnvOptions, FileResult
-from logpipe.ingest.changes import HEAD_HASH_BYTES, TAIL_HASH_BYTES
+from logpipe.ingest.changes import HEAD_HASH_BYTES, TAIL_HASH_BYTES, same_bytes
 from logpipe.readers import open_binary
 from logpipe.sources import Source, torch_trace
 from logpipe.store import Store
@@ -63,8 +63,16 @@ def ingest_records(store: Store, path: Path, key: str, source: Source,
 
 
 def ingest_trace(store: Store, path: Path, key: str, options: EnvOptions) -> FileResult:
-    status, rows, events, note = read_trace(store, path, key, store.source(key),
-                                              PARSER_VERSION)
+    existing = store.source(key)
+    stat = path.stat()
+    mtime = datetime.fromtimestamp(stat.st_mtime)
+    if existing is not None and existing["mtime"] != mtime and same_bytes(path, stat,
+                                                                          existing):
+        # the same bytes with a new mtime: not read again, as a log of the same bytes is
+        # not; the new mtime is kept, for the next ingest to tell it by its stat
+        store.upsert_source({"path": key, "mtime": mtime})
+        return FileResult(key, "unchanged", kind=torch_trace.SOURCE.name)
+    status, rows, events, note = read_trace(store, path, key, existing, PARSER_VERSION)
     if options.bench_run and status != "unchanged":
         from logpipe.query import resolve_run
 
