@@ -45,7 +45,7 @@ def _ts(value: Any) -> datetime | None:
     return None
 
 
-def _count(value: Any) -> bool:
+def _is_count(value: Any) -> bool:
     """Whether ``value`` is a count or missing: an integer, a whole number written as a
     float (``4.0``), or None (not a string, a fraction, inf or nan)."""
     if value is None or type(value) is int:
@@ -70,7 +70,7 @@ def parse(text: str) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple[int, 
         cycle = sum(values.values())
         extra = json.dumps({k: v for k, v in obj.items() if k not in KNOWN}, default=str)
         counts = {k: obj.get(k) for k in ("rank", "batch_size", "accepted_tokens")}
-        odd = next((k for k, v in counts.items() if not _count(v)), None)
+        odd = next((k for k, v in counts.items() if not _is_count(v)), None)
         if odd is not None:
             rejects.append((i, f"a phase record whose {odd} is not a count", line[:2000]))
             continue
