@@ -13,13 +13,19 @@ changed since (by hand, or by an older logpipe).  It reads :data:`SUMMARY_SQL`, 
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import duckdb
 
 from logpipe.rules import rules_key
 from logpipe.store import Store
+
+if TYPE_CHECKING:
+    import polars as pl
 
 STATS = ("decode_lines", "steady_decode_lines", "steady_gen_throughput", "steady_accept_len",
          "graph_coverage", "strata", "min_ts_step_s", "steady_stratum")
@@ -148,28 +154,22 @@ CLASSIFY_MEMORY = "512MB"
 lower ``LOGPIPE_DUCKDB_MEMORY`` stays)."""
 
 
-PASS_LINES = 1_000_000
-"""Batch lines up to which runs are classified together, in one pass (a statement over a
-list of runs): DuckDB's window spreads a pass's runs over its threads, where a run of one
-rank is sorted by one alone; under :data:`CLASSIFY_MEMORY` a pass over more lines spills.
-The 256 MB steady mix (12 runs of ~135,000 lines, no rank): 1.22-1.25 s one run a
-statement, 0.90-0.97 s in passes of up to 1 M lines (0.97-1.02 s of 0.5 M, 0.93-0.99 s of
-2 M)."""
+PASS_LINES = 300_000
+"""Batch lines up to which runs are classified together, in one pass (one read of their
+lines, counted at once: a folder's thousands of small runs are a few passes).  Passes are
+counted two at a time on two threads while the next is read, so smaller passes keep both
+cores busy: the 256 MB steady mix (12 runs of ~135,000 lines, no rank): judged counts
+0.79-0.84 s in passes of up to 300,000 lines, 1.09 s of 1 M (two passes, one of seven
+runs counted alone at the end), 1.07 s by DuckDB's window in passes of 1 M."""
 
 ALONE_LINES = 300_000
-"""Batch lines from which a run is classified by a statement of its own: a run this big
-is sorted by both threads, and a pass with others spills sooner.  The 1 GB steady log (12
-runs of ~457,000 lines): 3.97-4.15 s one by one, 4.25-4.54 s in passes of two, 5.55-5.62 s
-of six, 6.13-6.53 s in one pass."""
+"""Batch lines from which a run is a pass of its own."""
 
 
-def counts_of(run_ids: list[str], lines: dict[str, int] | None = None
-              ) -> list[tuple[str, list[object]]]:
-    """``(sql, params)`` statements that select ``run_judged_counts``' rows of ``run_ids``,
-    computed now: runs of :data:`ALONE_LINES` or more one statement each, the others in
-    passes of up to :data:`PASS_LINES` (``lines``: each run's batch lines, as far as
-    known), in the order given; a pass of one run reads it by its equality."""
-    cols = ", ".join(JUDGED_COLUMNS)
+def passes_of(run_ids: list[str], lines: dict[str, int] | None = None) -> list[list[str]]:
+    """``run_ids`` in the passes their lines are classified in: runs of
+    :data:`ALONE_LINES` or more one each, the others in passes of up to :data:`PASS_LINES`
+    (``lines``: each run's batch lines, as far as known), in the order given."""
     lines = lines or {}
     alone: list[list[str]] = []
     passes: list[list[str]] = []
@@ -184,9 +184,69 @@ def counts_of(run_ids: list[str], lines: dict[str, int] | None = None
             held = 0
         passes[-1].append(run_id)
         held += n
+    return passes + alone
+
+
+def counts_of(run_ids: list[str], lines: dict[str, int] | None = None
+              ) -> list[tuple[str, list[object]]]:
+    """``(sql, params)`` statements that select ``run_judged_counts``' rows of ``run_ids``,
+    computed now, a statement a pass of :func:`passes_of`; a pass of one run reads it by
+    its equality."""
+    cols = ", ".join(JUDGED_COLUMNS)
     return [(f"SELECT run_id, {cols} FROM run_judged_counts(?)", [p[0]]) if len(p) == 1
             else (f"SELECT run_id, {cols} FROM run_judged_counts_in(NULL, ?)", [p])
-            for p in passes + alone]
+            for p in passes_of(run_ids, lines)]
+
+
+def _keep_counts(store: Store, keys: dict[str, str], lines: dict[str, int]) -> None:
+    """Insert the judged counts of the runs ``keys`` (run id: its key) into
+    ``run_judged_cache``: counted by :mod:`logpipe.classify`, a pass's lines read
+    here (the store's transaction) while the passes before are counted on two threads
+    (numpy's and polars' work releases the GIL: two passes at once on two cores) as long as
+    their lines together are within :data:`classify.MAX_LINES`; a pass of more lines is
+    counted by the SQL macro, which spills."""
+    from logpipe import classify  # (numpy and polars: not for an ingest that changed none)
+
+    judged = ", ".join(JUDGED_COLUMNS)
+    key_of = ("JOIN (SELECT unnest(?::VARCHAR[]) AS run_id, unnest(?::VARCHAR[]) AS key) k "
+              "USING (run_id)")
+    ids, values = list(keys), list(keys.values())
+
+    def keep(counted: pl.DataFrame) -> None:
+        _incoming = counted.to_arrow()  # noqa: F841 - read by name in the statement
+        store.con.execute(
+            f"INSERT INTO logpipe_internal.run_judged_cache (run_id, data_key, {judged}) "
+            f"SELECT a.run_id, k.key, {', '.join('a.' + c for c in JUDGED_COLUMNS)} "
+            f"FROM _incoming a {key_of}", [ids, values])
+
+    pending: deque[tuple[Future[pl.DataFrame], int]] = deque()
+    held = 0  # lines being counted
+
+    def keep_oldest() -> None:
+        nonlocal held
+        done, n = pending.popleft()
+        keep(done.result())
+        held -= n
+
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="logpipe-classify") as pool:
+        for run_ids in passes_of(ids, lines):
+            read = classify.read(store, run_ids)
+            if read is None:  # (the SQL's rows of a pass too big to hold)
+                ((sql, params),) = counts_of(run_ids)  # (one pass: no lines known)
+                store.con.execute(
+                    f"INSERT INTO logpipe_internal.run_judged_cache (run_id, data_key, "
+                    f"{judged}) SELECT a.run_id, k.key, "
+                    f"{', '.join('a.' + c for c in JUDGED_COLUMNS)} FROM ({sql}) a {key_of}",
+                    [*params, ids, values])
+                continue
+            n = read[0].height
+            while pending and (held + n > classify.MAX_LINES or len(pending) > 1):
+                keep_oldest()  # (two passes counted at once, within the lines' bound)
+            pending.append((pool.submit(classify.count_lines, *read), n))
+            held += n
+            del read
+        while pending:
+            keep_oldest()
 
 
 def refresh(store: Store, kept: bool = False) -> int:
@@ -205,22 +265,17 @@ def refresh(store: Store, kept: bool = False) -> int:
     for table in ("run_summary_cache", "run_judged_cache"):
         store.con.execute(f"DELETE FROM logpipe_internal.{table} WHERE run_id IN "
                           "(SELECT unnest(?))", [ids])
-    key_of = ("JOIN (SELECT unnest(?::VARCHAR[]) AS run_id, unnest(?::VARCHAR[]) AS key) k "
-              "USING (run_id)")
-    judged = ", ".join(JUDGED_COLUMNS)
     # the runs' lines as the kept ranges count them (exact after settle: a guide to
     # the passes, not to the counts)
     lines = {str(r): int(n) for r, n in store.all(
         "SELECT run_id, batch_lines FROM logpipe_internal.run_batch_ranges_cache "
         "WHERE run_id IN (SELECT unnest(?))", [ids])}
-    # classifying lines (window functions over a run's lines) spills to disk past this
-    # instead of growing with the runs: a run of 1.6 M lines took 0.9 GB
+    # classifying lines in SQL (window functions over a run's lines) spills to disk past
+    # this instead of growing with the runs: a run of 1.6 M lines took 0.9 GB
     with store.memory_bound(CLASSIFY_MEMORY):
-        for sql, params in counts_of(ids, lines):
-            store.con.execute(
-                f"INSERT INTO logpipe_internal.run_judged_cache (run_id, data_key, {judged}) "
-                f"SELECT a.run_id, k.key, {', '.join('a.' + c for c in JUDGED_COLUMNS)} "
-                f"FROM ({sql}) a {key_of}", [*params, ids, values])
+        _keep_counts(store, keys, lines)
+    key_of = ("JOIN (SELECT unnest(?::VARCHAR[]) AS run_id, unnest(?::VARCHAR[]) AS key) k "
+              "USING (run_id)")
     cols = ", ".join(STATS)
     store.con.execute(
         f"INSERT INTO logpipe_internal.run_summary_cache (run_id, data_key, {cols}) "

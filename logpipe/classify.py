@@ -1,0 +1,327 @@
+"""Ingest's judged counts, computed with numpy: ``run_judged_counts_in``'s rows.
+
+The steady-state rules are defined once, in SQL (``run_batch_states_in`` and
+``run_judged_counts_in`` in ``schemas/views.sql``): what users query, and what every read
+command falls back on.  Ingest keeps each changed run's counts (``run_judged_cache``), and
+there DuckDB's window over a run's lines was a third of an ingest's CPU (0.43 CPU-s a run of
+320,000 lines: a sort of every column of the lines by rank, nine aggregations).  Here the
+same rows come from the lines' columns alone, read once: the previous line of a rank is the
+previous row after a stable sort, the last decode line before a row a running maximum of
+row numbers, the reasons masks in the SQL's order (the first that holds wins), and the
+counts polars' group-bys (about a third of the CPU).
+
+``tests/test_classify.py`` holds the two equal, row for row, on every run of the samples
+and on lines built for each rule's edge (nulls, ties, idle, gaps, profiled spans, graphs
+off, stats windows), so a change of a rule made in SQL alone fails it.  Runs of more than
+:data:`MAX_LINES` lines are left to the SQL, which spills to disk where this holds the
+run's columns in memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from logpipe.store import Store
+
+MAX_LINES = 650_000
+"""Lines of a pass (one run, or several) up to which it is counted here, and of the passes
+counted at once: counting holds ~500 bytes a line at its peak (numpy's arrays and polars'
+group-bys; 164 MB for a run of 320,000 lines), so ~330 MB at most.  A bigger pass is counted
+by the SQL macro, which spills to disk past ingest's memory bound."""
+
+COUNTS = pl.Schema({"run_id": pl.String, "series": pl.String, "stratum": pl.Int64,
+                    "value": pl.Float64, "label": pl.String, "n": pl.Int64})
+"""The counts' columns, as ``run_judged_counts_in`` types them."""
+
+REASONS = (
+    "before the server was ready",
+    "inside a profiled interval",
+    "no running requests",
+    "decode ran off the graph",
+    "first decode line",
+    "first stats window (its interval includes the start of the load)",
+    "first decode after idle (window includes the idle time)",
+    "first stats window after idle (its interval includes idle time)",
+    "last stats window before idle (its requests ended inside it)",
+    "first decode after a gap (window includes the idle time)",
+)
+"""``run_batch_states_in``'s reasons, in the order its CASE tests them."""
+
+_SAMPLES_SQL = """
+SELECT run_id, line_no, epoch_us(ts) AS us, kind, rank_tag, running_req, gen_throughput,
+       input_throughput, accept_len, accept_rate, token_usage, cuda_graph
+FROM run_samples_in(?, ?)
+"""
+
+_EVENTS_SQL = """
+SELECT s.run_id, s.kind, s.line_no,
+       CASE WHEN s.kind = 'profiling_start' THEN
+         coalesce((SELECT min(e.line_no) FROM events e
+                   WHERE e.run_id = s.run_id AND e.kind = 'profiling_stop'
+                     AND e.line_no > s.line_no), 9223372036854775807) END AS stop_line
+FROM events s WHERE s.kind IN ('ready', 'profiling_start') AND in_runs(s.run_id, ?, ?)
+"""
+
+
+def read(store: Store, run_ids: list[str]) -> tuple[pl.DataFrame, list[tuple]] | None:
+    """The lines and events of ``run_ids`` that :func:`count_lines` counts, read on the
+    store's connection (inside its transaction); None past :data:`MAX_LINES` lines, which
+    are left to the SQL (read batch by batch: what is held stops there)."""
+    one = len(run_ids) == 1
+    rid, ids = (run_ids[0], None) if one else (None, list(run_ids))
+    reader = store.con.sql(_SAMPLES_SQL, params=[rid, ids]).to_arrow_reader(1 << 17)
+    # (each batch to polars as it comes: the Arrow batches are not held beside it; polars,
+    # not pyarrow.compute, reads them: the latter's import costs 0.1 s, its fill_null
+    # imports pandas, 0.3 s of an ingest)
+    frames, held = [], 0
+    for batch in reader:
+        held += batch.num_rows
+        if held > MAX_LINES:
+            return None
+        frames.append(pl.DataFrame(batch))
+    samples = (pl.concat(frames, rechunk=False) if frames
+               else pl.DataFrame(pa.Table.from_batches([], schema=reader.schema)))
+    return samples, store.all(_EVENTS_SQL, [rid, ids])
+
+
+def counts(store: Store, run_ids: list[str]) -> pl.DataFrame | None:
+    """``run_judged_counts_in(NULL, run_ids)``'s rows (``run_id, series, stratum, value,
+    label, n``), in no particular order; None past :data:`MAX_LINES` lines."""
+    lines = read(store, run_ids)
+    return None if lines is None else count_lines(*lines)
+
+
+def count_lines(samples: pl.DataFrame, events: Iterable[tuple[str, str, int, int | None]]
+                ) -> pl.DataFrame:
+    """The counts of ``samples`` (the columns of :data:`_SAMPLES_SQL`) given the runs'
+    ``events`` (``run_id, kind, line_no, stop_line``: each ready and profiling start)."""
+    n = samples.height
+    if n == 0:
+        return pl.DataFrame(schema=COUNTS)
+    col = {name: samples[name] for name in samples.columns}
+
+    def codes(texts: pl.Series) -> tuple[list[str], np.ndarray]:
+        """The distinct texts and each row's index among them."""
+        names = texts.unique(maintain_order=True)
+        if names.len() == 1:
+            return names.to_list(), np.zeros(n, dtype=np.int32)
+        coded = texts.cast(pl.Enum(names)).to_physical()
+        return names.to_list(), coded.to_numpy().astype(np.int32)
+
+    run_names, run = codes(col["run_id"])
+    rank_names, rank = codes(col["rank_tag"].fill_null(""))
+    # (run, rank): the window's partition (indices as int32: counting holds ~500 bytes a
+    # line at its peak, and most are these arrays)
+    part_of = run.astype(np.int64) * len(rank_names) + rank
+    del rank
+    kinds = col["kind"]
+    is_decode_kind, is_window, is_prefill = (
+        (kinds == k).fill_null(False).to_numpy() for k in ("decode", "window", "prefill"))
+
+    def values(name: str, fill: object = 0) -> tuple[np.ndarray, np.ndarray]:
+        series = col[name]
+        return series.fill_null(fill).to_numpy(), series.is_null().to_numpy()
+
+    line = col["line_no"].fill_null(0).to_numpy()
+    us, no_ts = values("us")
+    running, no_running = values("running_req")
+    graph, no_graph = values("cuda_graph", False)
+
+    # the window's order: by partition, then line_no, then ts (nulls last); rows arrive in
+    # line order, so a stable sort by partition alone is the usual case
+    ts_key = np.where(no_ts, np.iinfo(np.int64).max, us)
+    ordered = bool(np.all((line[1:] > line[:-1]) | ((line[1:] == line[:-1])
+                                                    & (ts_key[1:] >= ts_key[:-1]))))
+    if ordered:
+        del ts_key
+    parts = int(part_of.max()) + 1
+    if ordered and parts == 1:
+        order = None
+    elif ordered:  # (a radix sort where the partitions fit 16 bits)
+        order = np.argsort(part_of.astype(np.uint16) if parts < 1 << 16 else part_of,
+                           kind="stable")
+    else:
+        order = np.lexsort((ts_key, line, part_of))
+
+    def sort(a: np.ndarray) -> np.ndarray:
+        return a if order is None else a[order]
+
+    part, line_s, us_s, no_ts_s = sort(part_of), sort(line), sort(us), sort(no_ts)
+    run_s, running_s, no_running_s = sort(run), sort(running), sort(no_running)
+    graph_s, no_graph_s = sort(graph), sort(no_graph)
+    is_decode_kind, is_window, is_prefill = (sort(is_decode_kind), sort(is_window),
+                                             sort(is_prefill))
+    del part_of, line, us, no_ts, running, no_running, graph, no_graph
+    is_decode = is_decode_kind | is_window
+    idx = np.arange(n, dtype=np.int32)
+    first = np.ones(n, dtype=bool)
+    first[1:] = part[1:] != part[:-1]
+    last = np.ones(n, dtype=bool)
+    last[:-1] = part[1:] != part[:-1]
+    start = np.maximum.accumulate(np.where(first, idx, np.int32(0)))
+
+    def before(mask: np.ndarray) -> np.ndarray:
+        """The row of the last earlier row of the partition where ``mask``, else -1."""
+        seen = np.maximum.accumulate(np.where(mask, idx, np.int32(-1)))
+        prev = np.empty(n, dtype=np.int32)
+        prev[0] = -1
+        prev[1:] = seen[:-1]
+        return np.where(prev >= start, prev, np.int32(-1))
+
+    prev_decode = before(is_decode)                       # its line: prev_decode_line
+    prev_decode_ts = before(is_decode & ~no_ts_s)         # prev_decode_ts
+    prev_ts = before(~no_ts_s)                            # prev_ts
+    seconds = us_s / 1e6                                  # DuckDB's epoch(ts)
+    gap_ok = is_decode & (prev_decode_ts >= 0) & ~no_ts_s
+    gap = np.where(gap_ok, seconds - seconds[np.maximum(prev_decode_ts, 0)], np.nan)
+    median_gap = _medians(part, gap, gap_ok, parts)
+
+    # the runs' facts: ready line, profiled spans, graphs
+    runs_n = len(run_names)
+    run_code = {name: i for i, name in enumerate(run_names)}
+    ready = np.full(runs_n, np.iinfo(np.int64).max, dtype=np.int64)
+    has_ready = np.zeros(runs_n, dtype=bool)
+    spans: list[tuple[int, int, int]] = []
+    for run_id, event, event_line, stop in events:
+        r = run_code.get(run_id)
+        if r is None:
+            continue
+        if event == "ready":
+            ready[r] = min(ready[r], event_line)
+            has_ready[r] = True
+        else:
+            spans.append((r, event_line, stop if stop is not None else np.iinfo(np.int64).max))
+    decode_graph = is_decode_kind & ~no_graph_s
+    runs_graphs = np.zeros(runs_n, dtype=bool)
+    np.logical_or.at(runs_graphs, run_s[decode_graph], graph_s[decode_graph])
+    first_graph = np.full(runs_n, np.iinfo(np.int64).max, dtype=np.int64)
+    on_graph = decode_graph & graph_s
+    np.minimum.at(first_graph, run_s[on_graph], line_s[on_graph])
+
+    reason = np.full(n, -1, dtype=np.int8)
+
+    def test(i: int, mask: np.ndarray) -> None:
+        reason[(reason < 0) & mask] = i
+
+    test(0, has_ready[run_s] & (line_s < ready[run_s]))
+    if spans:
+        profiled = np.zeros(n, dtype=bool)
+        for r, begin, end in spans:  # (a run's rows are together: sorted by run first)
+            lo, hi = np.searchsorted(run_s, r, "left"), np.searchsorted(run_s, r, "right")
+            profiled[lo:hi] |= (line_s[lo:hi] > begin) & (line_s[lo:hi] < end)
+        test(1, profiled)
+    test(2, is_decode & ~no_running_s & (running_s == 0))
+    test(3, is_decode_kind & ~no_graph_s & ~graph_s & runs_graphs[run_s])
+    test(4, is_decode_kind & (prev_decode < 0))
+    test(5, is_window & (prev_decode < 0))
+    prev = np.maximum(idx - 1, 0)
+    prev_idle = ~first & ~no_running_s[prev] & (running_s[prev] == 0)
+    test(6, is_decode_kind & prev_idle & is_prefill[prev])
+    test(7, is_window & prev_idle)
+    nxt = np.minimum(idx + 1, n - 1)
+    test(8, is_window & (last | no_running_s[nxt] | (running_s[nxt] == 0)))
+    limit = median_gap[part]
+    with np.errstate(invalid="ignore"):
+        test(9, is_decode & (limit > 0) & (gap > 3 * limit))
+
+    has_prev_ts = (prev_ts >= 0) & ~no_ts_s
+    ts_step = np.where(has_prev_ts, seconds - seconds[np.maximum(prev_ts, 0)], np.nan)
+    past_warmup = (is_decode & (no_running_s | (running_s > 0))
+                   & (~has_ready[run_s] | (line_s >= ready[run_s]))
+                   & (line_s >= np.where(first_graph[run_s] == np.iinfo(np.int64).max, 0,
+                                         first_graph[run_s])))
+
+    # back to the rows' own order, beside their values
+    def unsorted(a: np.ndarray) -> np.ndarray:
+        if order is None:
+            return a
+        out = np.empty_like(a)
+        out[order] = a
+        return out
+
+    lines = pl.DataFrame({
+        "run": run,
+        "is_decode": unsorted(is_decode),
+        "is_prefill": unsorted(is_prefill),
+        "reason": unsorted(reason),
+        "past_warmup": unsorted(past_warmup),
+        "ts_step_s": pl.Series(unsorted(ts_step)).fill_nan(None),
+    }).with_columns(col[c] for c in (
+        "kind", "running_req", "gen_throughput", "input_throughput", "accept_len",
+        "accept_rate", "token_usage", "cuda_graph"))
+    return _grouped(lines, run_names).cast(COUNTS)
+
+
+def _medians(part: np.ndarray, gap: np.ndarray, ok: np.ndarray, parts: int) -> np.ndarray:
+    """Each partition's median of ``gap`` where ``ok`` (NaN where none), as DuckDB's
+    ``median`` of doubles interpolates: ``lo + (hi - lo) * 0.5``."""
+    out = np.full(parts, np.nan)
+    p, g = part[ok], gap[ok]
+    if p.size == 0:
+        return out
+    order = np.lexsort((g, p))
+    p, g = p[order], g[order]
+    heads = np.flatnonzero(np.r_[True, p[1:] != p[:-1]])
+    sizes = np.diff(np.r_[heads, p.size])
+    lo = heads + (sizes - 1) // 2
+    hi = heads + sizes // 2
+    out[p[heads]] = g[lo] + (g[hi] - g[lo]) * np.where(lo == hi, 0.0, 0.5)
+    return out
+
+
+def _grouped(lines: pl.DataFrame, run_names: list[str]) -> pl.DataFrame:
+    """The nine series of ``run_judged_counts_in`` from the classified lines."""
+    steady, is_decode = pl.col("reason") < 0, pl.col("is_decode")
+    n = pl.len().alias("n")
+    none_f, none_i, none_s = (pl.lit(None, pl.Float64), pl.lit(None, pl.Int64),
+                              pl.lit(None, pl.String))
+    steady_decode = lines.lazy().filter(is_decode & steady)
+    every = lines.lazy()
+    parts = [
+        every.group_by("run", steady.cast(pl.Int64).alias("stratum"), pl.col("kind").alias("label"))
+        .agg(n).select("run", pl.lit("lines").alias("series"), "stratum",
+                       none_f.alias("value"), "label", "n"),
+        steady_decode.group_by("run", pl.col("running_req").alias("stratum"),
+                               pl.col("gen_throughput").alias("value"))
+        .agg(n).select("run", pl.lit("decode").alias("series"), "stratum", "value",
+                       none_s.alias("label"), "n"),
+        *(steady_decode.filter(pl.col(c).is_not_null())
+          .group_by("run", pl.col(c).alias("value")).agg(n)
+          .select("run", pl.lit(c).alias("series"), none_i.alias("stratum"), "value",
+                  none_s.alias("label"), "n")
+          for c in ("accept_len", "accept_rate", "token_usage")),
+        every.filter(pl.col("is_prefill") & steady & pl.col("input_throughput").is_not_null())
+        .group_by("run", pl.col("input_throughput").alias("value")).agg(n)
+        .select("run", pl.lit("prefill").alias("series"), none_i.alias("stratum"), "value",
+                none_s.alias("label"), "n"),
+        every.filter(is_decode & pl.col("cuda_graph").is_not_null())
+        .group_by("run", pl.col("past_warmup").cast(pl.Int64).alias("stratum"),
+                  pl.col("cuda_graph").cast(pl.Float64).alias("value")).agg(n)
+        .select("run", pl.lit("graph").alias("series"), "stratum", "value",
+                none_s.alias("label"), "n"),
+        every.filter(~steady).group_by("run", "reason").agg(n)
+        .select("run", pl.lit("excluded").alias("series"), none_i.alias("stratum"),
+                none_f.alias("value"), pl.col("reason").alias("label"), "n"),
+        every.group_by("run").agg(pl.col("ts_step_s").min().alias("value"), n)
+        .select("run", pl.lit("ts_step").alias("series"), none_i.alias("stratum"), "value",
+                none_s.alias("label"), "n"),
+    ]
+    frames = [p.collect() for p in parts]
+    # the codes back to their names (label: a kind's for 'lines', a reason's for 'excluded')
+    runs = pl.Series(run_names, dtype=pl.String)
+    reasons = pl.Series(REASONS, dtype=pl.String)
+    named = []
+    for frame in frames:
+        series = frame["series"][0] if frame.height else None
+        label = frame["label"]
+        if series == "excluded":
+            label = reasons.gather(label.cast(pl.Int64)).alias("label")
+        named.append(frame.with_columns(
+            runs.gather(frame["run"].cast(pl.Int64)).alias("run_id"),
+            label.cast(pl.String)).drop("run"))
+    return pl.concat([f.select("run_id", "series", "stratum", "value", "label", "n")
+                      for f in named], how="vertical_relaxed")
