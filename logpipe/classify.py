@@ -28,9 +28,9 @@ import pyarrow as pa
 from logpipe.store import Store
 
 MAX_LINES = 650_000
-"""Lines of a pass (one run, or several) up to which it is counted here, and of the passes
-counted at once: counting holds ~500 bytes a line at its peak (numpy's arrays and polars'
-group-bys; 164 MB for a run of 320,000 lines), so ~330 MB at most.  A bigger pass is counted
+"""Lines of a pass (one run, or several) up to which it is counted here: counting holds
+~280 bytes a line at its peak beside the ~90 of the lines read (numpy's arrays and polars'
+group-bys: 90 MB for a run of 320,000 lines), ~240 MB at most.  A bigger pass is counted
 by the SQL macro, which spills to disk past ingest's memory bound."""
 
 COUNTS = pl.Schema({"run_id": pl.String, "series": pl.String, "stratum": pl.Int64,

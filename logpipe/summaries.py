@@ -13,7 +13,6 @@ changed since (by hand, or by an older logpipe).  It reads :data:`SUMMARY_SQL`, 
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -156,11 +155,11 @@ lower ``LOGPIPE_DUCKDB_MEMORY`` stays)."""
 
 PASS_LINES = 300_000
 """Batch lines up to which runs are classified together, in one pass (one read of their
-lines, counted at once: a folder's thousands of small runs are a few passes).  Passes are
-counted two at a time on two threads while the next is read, so smaller passes keep both
-cores busy: the 256 MB steady mix (12 runs of ~135,000 lines, no rank): judged counts
-0.79-0.84 s in passes of up to 300,000 lines, 1.09 s of 1 M (two passes, one of seven
-runs counted alone at the end), 1.07 s by DuckDB's window in passes of 1 M."""
+lines, counted at once: a folder's thousands of small runs are a few passes).  A pass is
+counted while the next is read, so passes of a few hundred thousand lines keep both at
+work: the 256 MB steady mix (12 runs of ~135,000 lines, no rank): judged counts
+0.79-0.84 s in passes of up to 300,000 lines, 1.09 s of 1 M, 1.07 s by DuckDB's window in
+passes of 1 M."""
 
 ALONE_LINES = 300_000
 """Batch lines from which a run is a pass of its own."""
@@ -200,11 +199,11 @@ def counts_of(run_ids: list[str], lines: dict[str, int] | None = None
 
 def _keep_counts(store: Store, keys: dict[str, str], lines: dict[str, int]) -> None:
     """Insert the judged counts of the runs ``keys`` (run id: its key) into
-    ``run_judged_cache``: counted by :mod:`logpipe.classify`, a pass's lines read
-    here (the store's transaction) while the passes before are counted on two threads
-    (numpy's and polars' work releases the GIL: two passes at once on two cores) as long as
-    their lines together are within :data:`classify.MAX_LINES`; a pass of more lines is
-    counted by the SQL macro, which spills."""
+    ``run_judged_cache``: counted by :mod:`logpipe.classify`, a pass counted on a thread
+    while the next pass's lines are read here (the store's transaction); a pass of more
+    than :data:`classify.MAX_LINES` lines by the SQL macro, which spills.  (Two passes
+    counted at once on two threads were no faster: 0.87-0.94 s of judged counts on the
+    EAGLE-3 mix against 0.86-0.91 s one at a time, and held twice the memory.)"""
     from logpipe import classify  # (numpy and polars: not for an ingest that changed none)
 
     judged = ", ".join(JUDGED_COLUMNS)
@@ -219,18 +218,13 @@ def _keep_counts(store: Store, keys: dict[str, str], lines: dict[str, int]) -> N
             f"SELECT a.run_id, k.key, {', '.join('a.' + c for c in JUDGED_COLUMNS)} "
             f"FROM _incoming a {key_of}", [ids, values])
 
-    pending: deque[tuple[Future[pl.DataFrame], int]] = deque()
-    held = 0  # lines being counted
-
-    def keep_oldest() -> None:
-        nonlocal held
-        done, n = pending.popleft()
-        keep(done.result())
-        held -= n
-
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="logpipe-classify") as pool:
+    counting: Future[pl.DataFrame] | None = None
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="logpipe-classify") as pool:
         for run_ids in passes_of(ids, lines):
             read = classify.read(store, run_ids)
+            if counting is not None:  # (one pass counted while the next is read)
+                keep(counting.result())
+                counting = None
             if read is None:  # (the SQL's rows of a pass too big to hold)
                 ((sql, params),) = counts_of(run_ids)  # (one pass: no lines known)
                 store.con.execute(
@@ -239,14 +233,10 @@ def _keep_counts(store: Store, keys: dict[str, str], lines: dict[str, int]) -> N
                     f"{', '.join('a.' + c for c in JUDGED_COLUMNS)} FROM ({sql}) a {key_of}",
                     [*params, ids, values])
                 continue
-            n = read[0].height
-            while pending and (held + n > classify.MAX_LINES or len(pending) > 1):
-                keep_oldest()  # (two passes counted at once, within the lines' bound)
-            pending.append((pool.submit(classify.count_lines, *read), n))
-            held += n
+            counting = pool.submit(classify.count_lines, *read)
             del read
-        while pending:
-            keep_oldest()
+        if counting is not None:
+            keep(counting.result())
 
 
 def refresh(store: Store, kept: bool = False) -> int:
