@@ -198,3 +198,56 @@ def test_a_number_no_column_holds_is_its_records_problem_alone(tmp_path: Path,
     (run,) = query(db, "SELECT tp_size, server_args FROM runs WHERE source_path = ?",
                    [str(vllm)])
     assert run[0] is None and json.loads(run[1])["tensor_parallel_size"] == big
+
+
+def test_a_file_that_fails_names_the_lines_it_failed_in(tmp_path: Path, db: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every damaged line the fuzzing found is now its line's reject; a failure left in a
+    reader (here made by hand: the parse of the block holding a marked line raises) fails
+    its file alone, rolled back, and the message names the block's lines, where to look."""
+    import re
+    import shutil
+
+    from logpipe.engines.sglang import logparser
+    from logpipe.readers import line_blocks
+    from tests.conftest import SAMPLES
+
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    lines = (SAMPLES / "real-cpu" / "real-cpu-baseline-r1" / "server.log").read_text(
+        ).splitlines(keepends=True)
+    marker = "a line this test's parser fails on\n"
+    log = folder / "server.log"  # (past the small files' size: read block by block)
+    lines = lines * 30
+    at = len(lines) // 2
+    log.write_text("".join([*lines[:at], marker, *lines[at:]]))
+    shutil.copy(SAMPLES / "real-cpu" / "real-cpu-baseline-r2" / "server.log",
+                folder / "other.log")
+    size = 512 * 1024
+    monkeypatch.setattr(logparser, "PARSE_BLOCK_BYTES", size)
+    monkeypatch.setattr(logparser, "SLOW_BLOCK_BYTES", size)
+    prepare = logparser.SGLangLogParser.prepare
+
+    def failing(self, data, first_line_no):  # type: ignore[no-untyped-def]
+        if marker.encode() in data:
+            raise ValueError("a reader's own failure")
+        return prepare(self, data, first_line_no)
+
+    monkeypatch.setattr(logparser.SGLangLogParser, "prepare", failing)
+    result = ingest_paths([folder], db)
+    assert sorted((Path(f.path).name, f.status) for f in result.files) == [
+        ("other.log", "new"), ("server.log", "failed")]
+    (failed,) = [f for f in result.files if f.status == "failed"]
+    found = re.search(r"a reader's own failure \(in the block of lines (\d+)-(\d+)\)",
+                      failed.detail or "")
+    assert found, failed.detail
+    first = 1
+    with open(log, "rb") as fh:
+        for block in line_blocks(fh, lambda: size):
+            last = first + bytes(block).count(b"\n") - 1
+            if marker.encode() in block:
+                break
+            first = last + 1
+    assert (int(found[1]), int(found[2])) == (first, last)
+    assert 1 < first <= at + 1 <= last
+    assert query(db, "SELECT count(*) FROM sources WHERE path LIKE '%server.log'") == [(0,)]

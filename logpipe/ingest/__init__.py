@@ -364,15 +364,22 @@ def _ingest_one(store: Store, path: Path, key: str, root: Path, options: EnvOpti
     except LogpipeError as exc:
         if shared is not None:
             raise
-        return FileResult(key, "failed", kind=source.name, detail=str(exc))
+        return FileResult(key, "failed", kind=source.name, detail=str(exc) + _notes(exc))
     except Exception as exc:  # noqa: BLE001 - any failure of one file must not stop the rest
         if _is_interrupt(exc):  # Ctrl-C inside a query: the file was rolled back
             raise KeyboardInterrupt from None
         if shared is not None or (bounded and isinstance(exc, duckdb.OutOfMemoryException)):
             raise
         return FileResult(key, "failed", kind=source.name,
-                          detail=f"{type(exc).__name__}: {exc}")
+                          detail=f"{type(exc).__name__}: {exc}{_notes(exc)}")
     return res
+
+
+def _notes(exc: BaseException) -> str:
+    """Where in the file ``exc`` was raised, as far as the reader noted it (the lines of
+    its block: ``logfile.located``)."""
+    notes = getattr(exc, "__notes__", None) or []
+    return "".join(f" ({note})" for note in notes)
 
 
 def _is_interrupt(exc: BaseException) -> bool:

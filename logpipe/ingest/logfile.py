@@ -16,7 +16,7 @@ import os
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -144,8 +144,9 @@ def read_log(store: Store, path: Path, key: str, kind: str, head: bytes, engine:
                         else (tail + block)[-TAIL_HASH_BYTES:])
                 offset += len(block)
                 consoles.feed(block, first_line_no, search=chunk.may_hold_console)
-                rejected, noise = _write(store, key, chunk, parser, runs, res, spool,
-                                         rejected, noise, shared is not None)
+                with located(first_line_no, block):
+                    rejected, noise = _write(store, key, chunk, parser, runs, res, spool,
+                                             rejected, noise, shared is not None)
                 if shared is None:
                     runs.flush()  # (a file of many launches: their facts not all held)
                 if progress:
@@ -195,12 +196,15 @@ def _chunks(fh: BinaryIO, parser: LogParser, ahead: ThreadPoolExecutor | None
 
     def finished(block: bytearray, prepared: Future[Any]) -> tuple[bytearray, int, Chunk]:
         first_line_no = parser.lines + 1
-        return block, first_line_no, parser.finish(prepared.result())
+        with located(first_line_no, block):
+            return block, first_line_no, parser.finish(prepared.result())
 
     for block in line_blocks(fh, lambda: parser.block_bytes):
         if ahead is None:
             first_line_no = parser.lines + 1
-            yield block, first_line_no, parser.finish(parser.prepare(block, line_no))
+            with located(first_line_no, block):
+                chunk = parser.finish(parser.prepare(block, line_no))
+            yield block, first_line_no, chunk
             line_no += parser.count_lines(block)
             continue
         pending.append((block, ahead.submit(parser.prepare, block, line_no)))
@@ -209,6 +213,19 @@ def _chunks(fh: BinaryIO, parser: LogParser, ahead: ThreadPoolExecutor | None
             yield finished(*pending.popleft())
     while pending:
         yield finished(*pending.popleft())
+
+
+@contextmanager
+def located(first_line_no: int, block: bytes | bytearray) -> Iterator[None]:
+    """An exception raised inside names the block's lines (a note, which the file's
+    failure shows): a reader's failure outside the line readers, which reject a line
+    instead, is then found in the file."""
+    try:
+        yield
+    except Exception as exc:
+        last = first_line_no + max(block.count(b"\n"), 1) - 1
+        exc.add_note(f"in the block of lines {first_line_no}-{last}")
+        raise
 
 
 def _write(store: Store, key: str, chunk: Chunk, parser: LogParser, runs: RunBook,
