@@ -129,7 +129,8 @@ static int parse_float(const char *s, size_t n, double *out) {
     memcpy(tmp, s, n);
     tmp[n] = 0;
     *out = strtod(tmp, NULL);
-    return 1;
+    /* a number past a double's range (1e400): left to the line parser, which rejects it */
+    return !Py_IS_INFINITY(*out);
 }
 
 /* The first ':' or ',' in s..e, sixteen bytes at a time where SSE2 is there */

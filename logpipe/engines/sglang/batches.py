@@ -206,6 +206,10 @@ def _parse_candidates(candidates: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFr
             cast = pl.when(raw == "True").then(True).when(raw == "False").then(False)
         else:
             cast = raw_of[col].cast(dtype, strict=False)
+            if dtype == FLOAT():  # a number past a double's range (1e400, 400 digits) is
+                # malformed, not infinite; "inf" printed stays
+                cast = pl.when(cast.is_infinite() & ~raw_of[col].str.contains("(?i)inf")
+                               ).then(None).otherwise(cast)
         casts.append(cast.alias(col))
     bad = [
         pl.when(pl.col(c).is_not_null() & pl.col(f"_t_{c}").is_null()).then(
