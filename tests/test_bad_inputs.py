@@ -137,6 +137,34 @@ def test_a_vllm_count_too_long_for_any_number_is_that_lines_reject(tmp_path: Pat
     assert query(db, "SELECT count(*) FROM vllm_spec_metrics") == [(pristine_spec - 1,)]
 
 
+@pytest.mark.parametrize("fast", ["1", "0"])
+def test_a_vllm_number_past_a_doubles_range_is_that_lines_reject(
+        tmp_path: Path, db: Path, monkeypatch: pytest.MonkeyPatch, fast: str) -> None:
+    """A vLLM throughput or acceptance length of 400 digits read as inf (``float``): the
+    line is a reject naming it, in both lanes, not an infinity the log never printed."""
+    from tests.conftest import SAMPLES
+
+    monkeypatch.setenv("LOGPIPE_FASTLANE", fast)
+    source = SAMPLES / "real-vllm-cpu" / "real-vllm-cpu-ngram-r1" / "server.log"
+    lines = source.read_text().splitlines(keepends=True)
+    big = "9" * 400
+    stats = next(i for i, ln in enumerate(lines) if "Avg generation throughput: " in ln)
+    spec = next(i for i, ln in enumerate(lines) if "Mean acceptance length: " in ln)
+    lines[stats] = lines[stats].replace("Avg generation throughput: ",
+                                        "Avg generation throughput: " + big, 1)
+    lines[spec] = lines[spec].replace("Mean acceptance length: ",
+                                      "Mean acceptance length: " + big, 1)
+    log = tmp_path / "server.log"
+    log.write_text("".join(lines))
+    result = ingest_paths([log], db)
+    assert not result.failed, result.failed
+    assert query(db, "SELECT line_no, reason FROM rejects ORDER BY line_no") == sorted([
+        (stats + 1, "a vLLM stats line whose gen_tps is too big for a double"),
+        (spec + 1, "a vLLM speculative-decoding line whose mean_acceptance_length is too "
+                   "big for a double")])
+    assert query(db, "SELECT count(*) FROM vllm_stats WHERE isinf(gen_tps)") == [(0,)]
+
+
 def test_a_number_no_column_holds_is_its_records_problem_alone(tmp_path: Path,
                                                                 db: Path) -> None:
     """A record whose count no column holds (20 digits; a fraction, text, inf or nan where

@@ -15,6 +15,7 @@ The parser is streaming and resumable: :class:`LogState` holds what a later line
 from __future__ import annotations
 
 import ast
+import math
 import json
 import re
 from dataclasses import asdict, dataclass, field
@@ -237,6 +238,13 @@ def _num(text: str | None) -> float | None:
     if text is None or text == "nan":
         return None
     return float(text)
+
+
+def _infinite(value: object) -> bool:
+    """A float, or a list of them, holding an infinity."""
+    if type(value) is float:
+        return math.isinf(value)
+    return type(value) is list and any(type(v) is float and math.isinf(v) for v in value)
 
 
 def _pct(text: str | None) -> float | None:
@@ -531,11 +539,18 @@ class Parser:
 
     def _too_big(self, row: dict[str, Any], what: str, raw: str) -> bool:
         """Whether a count of ``row`` is too big for its column (64 bits, 32 for an
-        engine's): the line is then a reject, not a block that cannot be written."""
+        engine's), or a number too big for a double (400 digits read as inf: the numbers
+        read here are digits, never the word): the line is then a reject, not a block that
+        cannot be written or an infinity the log never printed."""
         key = too_big(row, _NARROW)
         if key is not None:
             self._reject(row["line_no"], row["run_seq"],
                          f"a vLLM {what} line whose {key} is too big for its column", raw)
+            return True
+        key = next((k for k, v in row.items() if _infinite(v)), None)
+        if key is not None:
+            self._reject(row["line_no"], row["run_seq"],
+                         f"a vLLM {what} line whose {key} is too big for a double", raw)
         return key is not None
 
     def _spec_row(self, line_no: int, ts: datetime | None, run: int, index: int | None,
