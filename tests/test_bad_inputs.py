@@ -107,23 +107,31 @@ def test_a_line_nested_too_deeply_is_that_lines_problem_alone(tmp_path: Path,
     assert query(db, "SELECT count(*) FROM metric_snapshots") == [(len(samples),)]
 
 
+def _vllm_log_with(tmp_path: Path, stats_key: str, spec_key: str, number: str
+                   ) -> tuple[Path, int, int, list[str]]:
+    """A real vLLM log whose first stats line holding ``stats_key`` and first
+    speculative-decoding line holding ``spec_key`` have ``number`` put after the key: the
+    log, the two lines' indexes and its lines."""
+    from tests.conftest import SAMPLES
+
+    source = SAMPLES / "real-vllm-cpu" / "real-vllm-cpu-ngram-r1" / "server.log"
+    lines = source.read_text().splitlines(keepends=True)
+    stats = next(i for i, ln in enumerate(lines) if stats_key in ln)
+    spec = next(i for i, ln in enumerate(lines) if spec_key in ln)
+    lines[stats] = lines[stats].replace(stats_key, stats_key + number, 1)
+    lines[spec] = lines[spec].replace(spec_key, spec_key + number, 1)
+    log = tmp_path / "server.log"
+    log.write_text("".join(lines))
+    return log, stats, spec, lines
+
+
 def test_a_vllm_count_too_long_for_any_number_is_that_lines_reject(tmp_path: Path,
                                                                     db: Path) -> None:
     """A vLLM stats or speculative-decoding line whose count runs to 5,000 digits (past
     Python's 4,300-digit limit, where ``int`` raises) is a reject naming the count, as a
     count of 20 digits is; the file's other lines land.  Before, such a line failed its
     whole file."""
-    from tests.conftest import SAMPLES
-
-    source = SAMPLES / "real-vllm-cpu" / "real-vllm-cpu-ngram-r1" / "server.log"
-    lines = source.read_text().splitlines(keepends=True)
-    long = "9" * 5000
-    stats = next(i for i, ln in enumerate(lines) if "Running: " in ln)
-    spec = next(i for i, ln in enumerate(lines) if "SpecDecoding metrics" in ln)
-    lines[stats] = lines[stats].replace("Running: ", "Running: " + long, 1)
-    lines[spec] = lines[spec].replace("Accepted: ", "Accepted: " + long, 1)
-    log = tmp_path / "server.log"
-    log.write_text("".join(lines))
+    log, stats, spec, lines = _vllm_log_with(tmp_path, "Running: ", "Accepted: ", "9" * 5000)
     pristine_stats = sum("Running: " in ln for ln in lines)
     pristine_spec = sum("SpecDecoding metrics" in ln for ln in lines)
 
@@ -142,20 +150,9 @@ def test_a_vllm_number_past_a_doubles_range_is_that_lines_reject(
         tmp_path: Path, db: Path, monkeypatch: pytest.MonkeyPatch, fast: str) -> None:
     """A vLLM throughput or acceptance length of 400 digits read as inf (``float``): the
     line is a reject naming it, in both lanes, not an infinity the log never printed."""
-    from tests.conftest import SAMPLES
-
     monkeypatch.setenv("LOGPIPE_FASTLANE", fast)
-    source = SAMPLES / "real-vllm-cpu" / "real-vllm-cpu-ngram-r1" / "server.log"
-    lines = source.read_text().splitlines(keepends=True)
-    big = "9" * 400
-    stats = next(i for i, ln in enumerate(lines) if "Avg generation throughput: " in ln)
-    spec = next(i for i, ln in enumerate(lines) if "Mean acceptance length: " in ln)
-    lines[stats] = lines[stats].replace("Avg generation throughput: ",
-                                        "Avg generation throughput: " + big, 1)
-    lines[spec] = lines[spec].replace("Mean acceptance length: ",
-                                      "Mean acceptance length: " + big, 1)
-    log = tmp_path / "server.log"
-    log.write_text("".join(lines))
+    log, stats, spec, _ = _vllm_log_with(tmp_path, "Avg generation throughput: ",
+                                         "Mean acceptance length: ", "9" * 400)
     result = ingest_paths([log], db)
     assert not result.failed, result.failed
     assert query(db, "SELECT line_no, reason FROM rejects ORDER BY line_no") == sorted([

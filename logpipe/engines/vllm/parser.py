@@ -15,8 +15,8 @@ The parser is streaming and resumable: :class:`LogState` holds what a later line
 from __future__ import annotations
 
 import ast
-import math
 import json
+import math
 import re
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime
