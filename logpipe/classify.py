@@ -8,13 +8,16 @@ there DuckDB's window over a run's lines was a third of an ingest's CPU (0.43 CP
 same rows come from the lines' columns alone, read once: the previous line of a rank is the
 previous row after a stable sort, the last decode line before a row a running maximum of
 row numbers, the reasons masks in the SQL's order (the first that holds wins), and the
-counts polars' group-bys (about a third of the CPU).
+counts polars' group-bys (about a quarter of the time): 0.13-0.18 s a run of 320,000
+lines on one core.
 
 ``tests/test_classify.py`` holds the two equal, row for row, on every run of the samples
-and on lines built for each rule's edge (nulls, ties, idle, gaps, profiled spans, graphs
-off, stats windows), so a change of a rule made in SQL alone fails it.  Runs of more than
-:data:`MAX_LINES` lines are left to the SQL, which spills to disk where this holds the
-run's columns in memory.
+and on the samples' lines damaged at each rule's edge (nulls, lines out of order, idle
+lines, NaN and -0.0, kinds and graphs flipped, ready and profiling events added), so a
+change of a rule made in SQL alone fails it.  (Two lines of one partition with the same
+``line_no`` and ``ts`` are in no defined order, in SQL either; a log's lines never are.)
+Passes of more than :data:`MAX_LINES` lines are left to the SQL, which spills to disk where
+this holds the lines in memory.
 """
 
 from __future__ import annotations
@@ -114,8 +117,7 @@ def count_lines(samples: pl.DataFrame, events: Iterable[tuple[str, str, int, int
 
     run_names, run = codes(col["run_id"])
     rank_names, rank = codes(col["rank_tag"].fill_null(""))
-    # (run, rank): the window's partition (indices as int32: counting holds ~500 bytes a
-    # line at its peak, and most are these arrays)
+    # (run, rank): the window's partition (codes and row numbers as int32: half the bytes)
     part_of = run.astype(np.int64) * len(rank_names) + rank
     del rank
     kinds = col["kind"]
