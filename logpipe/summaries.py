@@ -197,6 +197,11 @@ def counts_of(run_ids: list[str], lines: dict[str, int] | None = None
             for p in passes_of(run_ids, lines)]
 
 
+_KEY_OF = ("JOIN (SELECT unnest(?::VARCHAR[]) AS run_id, unnest(?::VARCHAR[]) AS key) k "
+           "USING (run_id)")
+"""Each row's run joined with its key (parameters: the run ids, the keys)."""
+
+
 def _keep_counts(store: Store, keys: dict[str, str], lines: dict[str, int]) -> None:
     """Insert the judged counts of the runs ``keys`` (run id: its key) into
     ``run_judged_cache``: counted by :mod:`logpipe.classify`, a pass counted on a thread
@@ -206,37 +211,31 @@ def _keep_counts(store: Store, keys: dict[str, str], lines: dict[str, int]) -> N
     EAGLE-3 mix against 0.86-0.91 s one at a time, and held twice the memory.)"""
     from logpipe import classify  # (numpy and polars: not for an ingest that changed none)
 
-    judged = ", ".join(JUDGED_COLUMNS)
-    key_of = ("JOIN (SELECT unnest(?::VARCHAR[]) AS run_id, unnest(?::VARCHAR[]) AS key) k "
-              "USING (run_id)")
     ids, values = list(keys), list(keys.values())
+    judged = ", ".join("a." + c for c in JUDGED_COLUMNS)
 
-    def keep(counted: pl.DataFrame) -> None:
-        _incoming = counted.to_arrow()  # noqa: F841 - read by name in the statement
+    def insert(rows: str, params: list[object], _incoming: object = None) -> None:
+        """The counts ``rows`` select (``_incoming``: an Arrow table, read by that name)."""
         store.con.execute(
-            f"INSERT INTO logpipe_internal.run_judged_cache (run_id, data_key, {judged}) "
-            f"SELECT a.run_id, k.key, {', '.join('a.' + c for c in JUDGED_COLUMNS)} "
-            f"FROM _incoming a {key_of}", [ids, values])
+            f"INSERT INTO logpipe_internal.run_judged_cache (run_id, data_key, "
+            f"{', '.join(JUDGED_COLUMNS)}) SELECT a.run_id, k.key, {judged} "
+            f"FROM {rows} a {_KEY_OF}", [*params, ids, values])
 
     counting: Future[pl.DataFrame] | None = None
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="logpipe-classify") as pool:
         for run_ids in passes_of(ids, lines):
             read = classify.read(store, run_ids)
             if counting is not None:  # (one pass counted while the next is read)
-                keep(counting.result())
+                insert("_incoming", [], counting.result().to_arrow())
                 counting = None
             if read is None:  # (the SQL's rows of a pass too big to hold)
                 ((sql, params),) = counts_of(run_ids)  # (one pass: no lines known)
-                store.con.execute(
-                    f"INSERT INTO logpipe_internal.run_judged_cache (run_id, data_key, "
-                    f"{judged}) SELECT a.run_id, k.key, "
-                    f"{', '.join('a.' + c for c in JUDGED_COLUMNS)} FROM ({sql}) a {key_of}",
-                    [*params, ids, values])
+                insert(f"({sql})", params)
                 continue
             counting = pool.submit(classify.count_lines, *read)
             del read
         if counting is not None:
-            keep(counting.result())
+            insert("_incoming", [], counting.result().to_arrow())
 
 
 def refresh(store: Store, kept: bool = False) -> int:
@@ -264,13 +263,11 @@ def refresh(store: Store, kept: bool = False) -> int:
     # this instead of growing with the runs: a run of 1.6 M lines took 0.9 GB
     with store.memory_bound(CLASSIFY_MEMORY):
         _keep_counts(store, keys, lines)
-    key_of = ("JOIN (SELECT unnest(?::VARCHAR[]) AS run_id, unnest(?::VARCHAR[]) AS key) k "
-              "USING (run_id)")
     cols = ", ".join(STATS)
     store.con.execute(
         f"INSERT INTO logpipe_internal.run_summary_cache (run_id, data_key, {cols}) "
         f"SELECT a.run_id, k.key, {', '.join('a.' + c for c in STATS)} "
-        f"FROM ({_computed_sql('NULL, ?', 'r.run_id IN (SELECT unnest(?))')}) a {key_of}",
+        f"FROM ({_computed_sql('NULL, ?', 'r.run_id IN (SELECT unnest(?))')}) a {_KEY_OF}",
         [ids, ids, ids, values])
     return len(todo)
 
