@@ -1,21 +1,25 @@
-"""Ingest's judged counts, computed with numpy: ``run_judged_counts_in``'s rows.
+"""Ingest's judged counts, computed outside SQL: ``run_judged_counts_in``'s rows.
 
 The steady-state rules are defined once, in SQL (``run_batch_states_in`` and
 ``run_judged_counts_in`` in ``schemas/views.sql``): what users query, and what every read
 command falls back on.  Ingest keeps each changed run's counts (``run_judged_cache``), and
 there DuckDB's window over a run's lines was a third of an ingest's CPU (0.43 CPU-s a run of
 320,000 lines: a sort of every column of the lines by rank, nine aggregations).  Here the
-same rows come from the lines' columns alone, read once: the previous line of a rank is the
-previous row after a stable sort, the last decode line before a row a running maximum of
-row numbers, the reasons masks in the SQL's order (the first that holds wins), and the
-counts polars' group-bys (about a quarter of the time): 0.13-0.18 s a run of 320,000
-lines on one core.
+same rows come from the lines' columns alone, read once: each line's reason (the first rule
+that holds, in the SQL's order), whether it is past the warm-up and its step from the stamp
+before, by a kernel, then the counts by polars' group-bys.  Two kernels give the same rows:
+C (``logpipe/_classify.c``: a counting sort by partition and two walks of each, ~0.015 s a
+run of 320,000 lines), built where a C compiler was at install, and numpy (the previous
+row after a stable sort, the last decode line before a row by a running maximum of row
+numbers, the reasons as masks: ~0.09 s), where it was not or ``LOGPIPE_FASTLANE=0``.  A
+run of 320,000 lines: ~0.07 s in all with C, ~0.14 s with numpy.
 
-``tests/test_classify.py`` holds the two equal, row for row, on every run of the samples
-and on the samples' lines damaged at each rule's edge (nulls, lines out of order, idle
-lines, NaN and -0.0, kinds and graphs flipped, ready and profiling events added), so a
-change of a rule made in SQL alone fails it.  (Two lines of one partition with the same
-``line_no`` and ``ts`` are in no defined order, in SQL either; a log's lines never are.)
+``tests/test_classify.py`` holds both equal to the SQL, row for row, on every run of the
+samples and on the samples' lines damaged at each rule's edge (nulls, lines out of order,
+idle lines, NaN and -0.0, kinds and graphs flipped, ready and profiling events added), so a
+change of a rule made in SQL alone fails it, and the two kernels equal on random lines.
+(Two lines of one partition with the same ``line_no`` and ``ts`` are in no defined order,
+in SQL either; a log's lines never are.)
 Passes of more than :data:`MAX_LINES` lines are left to the SQL, which spills to disk where
 this holds the lines in memory.
 """
@@ -23,12 +27,21 @@ this holds the lines in memory.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from logpipe.store import Store
+from logpipe.engines.clane import lane_enabled
+
+try:  # (built where a C compiler was at install: numpy's kernel otherwise, the same rows)
+    import logpipe._classify as _classify
+except ImportError:  # pragma: no cover - a build without a compiler
+    _classify = None  # type: ignore[assignment]
+
+if TYPE_CHECKING:
+    from logpipe.store import Store
 
 MAX_LINES = 650_000
 """Lines of a pass (one run, or several) up to which it is counted here: counting holds
@@ -98,6 +111,32 @@ def counts(store: Store, run_ids: list[str]) -> pl.DataFrame | None:
     return None if lines is None else count_lines(*lines)
 
 
+class _Rows(NamedTuple):
+    """A pass's lines as the kernels read them, in the rows' own order (nulls filled, with
+    masks where a null counts), and its runs' facts."""
+
+    part: np.ndarray        # int64: the window's partition, (run, rank) coded, 0 .. parts-1
+    parts: int
+    line: np.ndarray        # int64 line_no (null: 0)
+    us: np.ndarray          # int64 epoch_us(ts) (null: 0)
+    no_ts: np.ndarray       # bool
+    running: np.ndarray     # int64 running_req (null: 0)
+    no_running: np.ndarray  # bool
+    graph: np.ndarray       # bool cuda_graph (null: false)
+    no_graph: np.ndarray    # bool
+    kind: np.ndarray        # int8: DECODE, WINDOW, PREFILL or 0
+    run: np.ndarray         # int32: the run's code
+    ready: np.ndarray       # int64 a run: its first ready line (none: int64's max)
+    has_ready: np.ndarray   # bool a run
+    spans: np.ndarray       # int64 (k, 3): a profiled span's run, begin, end (open ends)
+
+
+DECODE, WINDOW, PREFILL = 1, 2, 3
+"""``_Rows.kind``'s codes (the kinds the rules name; any other kind is 0)."""
+
+_NO_LINE = np.iinfo(np.int64).max
+
+
 def count_lines(samples: pl.DataFrame, events: Iterable[tuple[str, str, int, int | None]]
                 ) -> pl.DataFrame:
     """The counts of ``samples`` (the columns of :data:`_SAMPLES_SQL`) given the runs'
@@ -117,30 +156,97 @@ def count_lines(samples: pl.DataFrame, events: Iterable[tuple[str, str, int, int
 
     run_names, run = codes(col["run_id"])
     rank_names, rank = codes(col["rank_tag"].fill_null(""))
-    # (run, rank): the window's partition (codes and row numbers as int32: half the bytes)
-    part_of = run.astype(np.int64) * len(rank_names) + rank
+    part = run.astype(np.int64) * len(rank_names) + rank
     del rank
     kinds = col["kind"]
-    is_decode_kind, is_window, is_prefill = (
-        (kinds == k).fill_null(False).to_numpy() for k in ("decode", "window", "prefill"))
+    kind = np.zeros(n, dtype=np.int8)
+    for code, name in ((DECODE, "decode"), (WINDOW, "window"), (PREFILL, "prefill")):
+        kind[(kinds == name).fill_null(False).to_numpy()] = code
 
-    def values(name: str, fill: object = 0) -> tuple[np.ndarray, np.ndarray]:
+    def values(name: str, fill: object, dtype: type) -> tuple[np.ndarray, np.ndarray]:
         series = col[name]
-        return series.fill_null(fill).to_numpy(), series.is_null().to_numpy()
+        return (np.ascontiguousarray(series.fill_null(fill).to_numpy(), dtype=dtype),
+                np.ascontiguousarray(series.is_null().to_numpy()))
 
-    line = col["line_no"].fill_null(0).to_numpy()
-    us, no_ts = values("us")
-    running, no_running = values("running_req")
-    graph, no_graph = values("cuda_graph", False)
+    # the runs' facts: ready line, profiled spans
+    run_code = {name: i for i, name in enumerate(run_names)}
+    ready = np.full(len(run_names), _NO_LINE, dtype=np.int64)
+    has_ready = np.zeros(len(run_names), dtype=bool)
+    spans: list[tuple[int, int, int]] = []
+    for run_id, event, event_line, stop in events:
+        r = run_code.get(run_id)
+        if r is None:
+            continue
+        if event == "ready":
+            ready[r] = min(ready[r], event_line)
+            has_ready[r] = True
+        else:
+            spans.append((r, event_line, stop if stop is not None else _NO_LINE))
+    rows = _Rows(part, int(part.max()) + 1,
+                 np.ascontiguousarray(col["line_no"].fill_null(0).to_numpy(), dtype=np.int64),
+                 *values("us", 0, np.int64), *values("running_req", 0, np.int64),
+                 *values("cuda_graph", False, np.bool_), kind, run, ready, has_ready,
+                 np.array(spans, dtype=np.int64).reshape(-1, 3))
+    reason, past_warmup, ts_step = (_classify_c if _c_kernel() else _classify_numpy)(rows)
+    is_decode = (kind == DECODE) | (kind == WINDOW)
+    lines = pl.DataFrame({
+        "run": run,
+        "is_decode": is_decode,
+        "is_prefill": kind == PREFILL,
+        "reason": reason,
+        "past_warmup": past_warmup,
+        "ts_step_s": pl.Series(ts_step).fill_nan(None),
+    }).with_columns(col[c] for c in (
+        "kind", "running_req", "gen_throughput", "input_throughput", "accept_len",
+        "accept_rate", "token_usage", "cuda_graph"))
+    return _grouped(lines, run_names).cast(COUNTS)
+
+
+def about() -> str:
+    """The kernel ``logpipe --version`` names."""
+    return ("C" if _c_kernel() else "numpy (C kernel not built)" if _classify is None
+            else "numpy (LOGPIPE_FASTLANE=0)")
+
+
+def _c_kernel() -> bool:
+    """Whether the C kernel counts (built, and ``LOGPIPE_FASTLANE`` not 0)."""
+    return _classify is not None and lane_enabled()
+
+
+def _classify_c(rows: _Rows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(reason, past_warmup, ts_step)`` of each row, in the rows' order, by the C
+    kernel (``logpipe/_classify.c``: the numpy kernel's rows, in two walks a partition)."""
+    n = len(rows.part)
+    reason = np.empty(n, dtype=np.int8)
+    past_warmup = np.empty(n, dtype=bool)
+    ts_step = np.empty(n, dtype=np.float64)
+    assert _classify is not None
+    _classify.classify(rows.parts, rows.part, rows.line, rows.us, rows.no_ts, rows.running,
+                       rows.no_running, rows.graph, rows.no_graph, rows.kind, rows.run,
+                       rows.ready, rows.has_ready, np.ascontiguousarray(rows.spans),
+                       reason, past_warmup, ts_step)
+    return reason, past_warmup, ts_step
+
+
+def _classify_numpy(rows: _Rows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(reason, past_warmup, ts_step)`` of each row, in the rows' order: the reason's
+    index in :data:`REASONS` (-1: steady), whether a decode line is past the warm-up, and
+    the seconds since the partition's last stamp before it (NaN: none)."""
+    n = len(rows.part)
+    part_of, parts, line, us, no_ts = rows.part, rows.parts, rows.line, rows.us, rows.no_ts
+    running, no_running, graph, no_graph = (rows.running, rows.no_running, rows.graph,
+                                            rows.no_graph)
+    ready, has_ready = rows.ready, rows.has_ready
+    is_decode_kind, is_window, is_prefill = (rows.kind == k for k in (DECODE, WINDOW, PREFILL))
+    run = rows.run
 
     # the window's order: by partition, then line_no, then ts (nulls last); rows arrive in
     # line order, so a stable sort by partition alone is the usual case
-    ts_key = np.where(no_ts, np.iinfo(np.int64).max, us)
+    ts_key = np.where(no_ts, _NO_LINE, us)
     ordered = bool(np.all((line[1:] > line[:-1]) | ((line[1:] == line[:-1])
                                                     & (ts_key[1:] >= ts_key[:-1]))))
     if ordered:
         del ts_key
-    parts = int(part_of.max()) + 1
     if ordered and parts == 1:
         order = None
     elif ordered:  # (a radix sort where the partitions fit 16 bits)
@@ -157,7 +263,6 @@ def count_lines(samples: pl.DataFrame, events: Iterable[tuple[str, str, int, int
     graph_s, no_graph_s = sort(graph), sort(no_graph)
     is_decode_kind, is_window, is_prefill = (sort(is_decode_kind), sort(is_window),
                                              sort(is_prefill))
-    del part_of, line, us, no_ts, running, no_running, graph, no_graph
     is_decode = is_decode_kind | is_window
     idx = np.arange(n, dtype=np.int32)
     first = np.ones(n, dtype=bool)
@@ -182,25 +287,12 @@ def count_lines(samples: pl.DataFrame, events: Iterable[tuple[str, str, int, int
     gap = np.where(gap_ok, seconds - seconds[np.maximum(prev_decode_ts, 0)], np.nan)
     median_gap = _medians(part, gap, gap_ok, parts)
 
-    # the runs' facts: ready line, profiled spans, graphs
-    runs_n = len(run_names)
-    run_code = {name: i for i, name in enumerate(run_names)}
-    ready = np.full(runs_n, np.iinfo(np.int64).max, dtype=np.int64)
-    has_ready = np.zeros(runs_n, dtype=bool)
-    spans: list[tuple[int, int, int]] = []
-    for run_id, event, event_line, stop in events:
-        r = run_code.get(run_id)
-        if r is None:
-            continue
-        if event == "ready":
-            ready[r] = min(ready[r], event_line)
-            has_ready[r] = True
-        else:
-            spans.append((r, event_line, stop if stop is not None else np.iinfo(np.int64).max))
+    # the runs' graphs
+    runs_n = len(ready)
     decode_graph = is_decode_kind & ~no_graph_s
     runs_graphs = np.zeros(runs_n, dtype=bool)
     np.logical_or.at(runs_graphs, run_s[decode_graph], graph_s[decode_graph])
-    first_graph = np.full(runs_n, np.iinfo(np.int64).max, dtype=np.int64)
+    first_graph = np.full(runs_n, _NO_LINE, dtype=np.int64)
     on_graph = decode_graph & graph_s
     np.minimum.at(first_graph, run_s[on_graph], line_s[on_graph])
 
@@ -210,9 +302,9 @@ def count_lines(samples: pl.DataFrame, events: Iterable[tuple[str, str, int, int
         reason[(reason < 0) & mask] = i
 
     test(0, has_ready[run_s] & (line_s < ready[run_s]))
-    if spans:
+    if len(rows.spans):
         profiled = np.zeros(n, dtype=bool)
-        for r, begin, end in spans:  # (a run's rows are together: sorted by run first)
+        for r, begin, end in rows.spans:  # (a run's rows are together: sorted by run first)
             lo, hi = np.searchsorted(run_s, r, "left"), np.searchsorted(run_s, r, "right")
             profiled[lo:hi] |= (line_s[lo:hi] > begin) & (line_s[lo:hi] < end)
         test(1, profiled)
@@ -234,10 +326,10 @@ def count_lines(samples: pl.DataFrame, events: Iterable[tuple[str, str, int, int
     ts_step = np.where(has_prev_ts, seconds - seconds[np.maximum(prev_ts, 0)], np.nan)
     past_warmup = (is_decode & (no_running_s | (running_s > 0))
                    & (~has_ready[run_s] | (line_s >= ready[run_s]))
-                   & (line_s >= np.where(first_graph[run_s] == np.iinfo(np.int64).max, 0,
+                   & (line_s >= np.where(first_graph[run_s] == _NO_LINE, 0,
                                          first_graph[run_s])))
 
-    # back to the rows' own order, beside their values
+    # back to the rows' own order
     def unsorted(a: np.ndarray) -> np.ndarray:
         if order is None:
             return a
@@ -245,17 +337,7 @@ def count_lines(samples: pl.DataFrame, events: Iterable[tuple[str, str, int, int
         out[order] = a
         return out
 
-    lines = pl.DataFrame({
-        "run": run,
-        "is_decode": unsorted(is_decode),
-        "is_prefill": unsorted(is_prefill),
-        "reason": unsorted(reason),
-        "past_warmup": unsorted(past_warmup),
-        "ts_step_s": pl.Series(unsorted(ts_step)).fill_nan(None),
-    }).with_columns(col[c] for c in (
-        "kind", "running_req", "gen_throughput", "input_throughput", "accept_len",
-        "accept_rate", "token_usage", "cuda_graph"))
-    return _grouped(lines, run_names).cast(COUNTS)
+    return unsorted(reason), unsorted(past_warmup), unsorted(ts_step)
 
 
 def _medians(part: np.ndarray, gap: np.ndarray, ok: np.ndarray, parts: int) -> np.ndarray:

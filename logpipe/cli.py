@@ -59,11 +59,12 @@ def _fail(exc: LogpipeError) -> None:
 def _print_version(value: bool) -> None:
     if not value:
         return
+    from logpipe import classify
     from logpipe.engines import engines
     from logpipe.sources import load
 
     parser = "; ".join(load(e.about)() for e in engines() if e.about) or "polars"
-    typer.echo(f"logpipe {__version__} (parser: {parser})")
+    typer.echo(f"logpipe {__version__} (parser: {parser}; judged counts: {classify.about()})")
     raise typer.Exit(0)
 
 

@@ -20,6 +20,8 @@ def module_graph() -> dict[str, set[str]]:
         if parts[-1] == "__init__":
             parts = parts[:-1]
         mods[".".join(parts)] = path
+    for path in PACKAGE.rglob("*.c"):  # a C extension (setup.py) is a module that imports none
+        mods[".".join(path.relative_to(ROOT).with_suffix("").parts)] = path
 
     def known(name: str) -> str | None:
         while name and name not in mods:
@@ -30,7 +32,7 @@ def module_graph() -> dict[str, set[str]]:
     for mod, path in mods.items():
         package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
         deps: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(ast.parse(path.read_text() if path.suffix == ".py" else "")):
             if isinstance(node, ast.Import):
                 deps.update(filter(None, (known(a.name) for a in node.names)))
             elif isinstance(node, ast.ImportFrom):
