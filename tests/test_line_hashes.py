@@ -1,0 +1,73 @@
+"""The copies test's line hashes (:func:`logpipe.readers.line_hashes`) say the same in C
+(``logpipe/_lines.c``) as in Python: which lines of which files are equal once each prefix
+is taken off, over blocks that cut lines, compressed files, a last line without its
+newline, carriage returns, empty lines and lines without the prefix."""
+
+from __future__ import annotations
+
+import gzip
+import random
+from pathlib import Path
+
+import pytest
+
+from logpipe import readers
+
+pytestmark = pytest.mark.skipif(readers._lines is None, reason="logpipe._lines was not built")
+
+CUTS = (b"", b"[srv] ", b"srv | ")
+
+
+def _lines(rnd: random.Random, n: int) -> list[bytes]:
+    words = [b"", b"decode batch", b"x" * 300, b"\r", b"a\rb", b"\xff\xfe", b"srv | x", b"[srv]"]
+    out = []
+    for _ in range(n):
+        body = b" ".join(rnd.choice(words) for _ in range(rnd.randint(0, 3)))
+        out.append(rnd.choice([b"", b"", b"[srv] ", b"srv | "]) + body)
+    return out
+
+
+def _classes(files: list[list[int]]) -> list[list[int]]:
+    """Each hash as the index of the first (file, line) that has it: the partition into
+    equal lines, whatever the hash's values."""
+    first: dict[int, int] = {}
+    return [[first.setdefault(h, len(first)) for h in hashes] for hashes in files]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_c_and_python_hash_lines_alike(tmp_path: Path, seed: int,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    rnd = random.Random(seed)
+    paths = []
+    for k in range(2):
+        data = b"\n".join(_lines(rnd, rnd.choice([0, 1, 50, 2_000])))
+        if data and rnd.random() < 0.5:
+            data += b"\n"
+        path = tmp_path / (f"f{k}.log.gz" if seed % 2 else f"f{k}.log")
+        path.write_bytes(gzip.compress(data) if seed % 2 else data)
+        paths.append(path)
+    monkeypatch.setattr(readers, "BLOCK_BYTES", rnd.choice([7, 64, 1 << 20]))  # (lines cut)
+    got = {}
+    for lane in ("1", "0"):
+        monkeypatch.setenv("LOGPIPE_FASTLANE", lane)
+        per_file = [readers.line_hashes(p, CUTS) for p in paths]
+        assert all(h is not None for h in per_file)
+        # each file with each prefix off, and every file as it is (the other side of a
+        # relay's comparison): one partition
+        got[lane] = _classes([list(h[c]) for h in per_file for c in range(len(CUTS))]
+                             + [list(readers.line_hashes(p)[0]) for p in paths])
+    assert got["1"] == got["0"]
+    lines = sum(len(x) for x in got["1"])
+    assert lines == 0 or len({v for x in got["1"] for v in x}) > 1
+
+
+def test_a_relayed_line_hashes_as_the_line_it_relays(tmp_path: Path) -> None:
+    mine, theirs = tmp_path / "driver.log", tmp_path / "server.log"
+    mine.write_bytes(b"[srv] Decode batch. #running-req: 3\nnot relayed\n")
+    theirs.write_bytes(b"Decode batch. #running-req: 3\n\nnot relayed")
+    (relayed, kept), (plain,) = (readers.line_hashes(mine, (b"", b"[srv] ")),
+                                 readers.line_hashes(theirs))
+    assert relayed[0] != plain[0] and kept[0] == plain[0]  # the tag taken off: the same line
+    assert relayed[1] == plain[2]  # (a line without the tag, as it is)
+    assert kept[1] != plain[2]  # (with the tag to take off, it is no line of the server's)
+    assert len(plain) == 3
