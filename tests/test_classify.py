@@ -81,7 +81,9 @@ def test_counts_are_the_macros_on_every_run_of_the_samples(sample_db: Path, kern
                 "first decode line"} <= reasons
 
 
-@pytest.mark.parametrize("seed", [1, 2])
+# (numpy's kernel on one damage: the two kernels are held equal on random lines below)
+@pytest.mark.parametrize(("kernel", "seed"), [("c", 1), ("c", 2), ("numpy", 1)],
+                         indirect=["kernel"])
 def test_counts_are_the_macros_on_damaged_lines(sample_db: Path, tmp_path: Path,
                                                 seed: int, kernel: str) -> None:
     db = tmp_path / "damaged.duckdb"
