@@ -52,8 +52,6 @@ static uint64_t murmur64a(const unsigned char *p, size_t len, uint64_t seed) {
     return h;
 }
 
-#define MAX_CUTS 16
-
 static PyObject *hashes(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer block;
@@ -62,11 +60,15 @@ static PyObject *hashes(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*O!p", &block, &PyTuple_Type, &cuts, &final)) return NULL;
     PyObject *result = NULL, *outs = NULL;
     Py_ssize_t ncuts = PyTuple_GET_SIZE(cuts);
-    const char *cut[MAX_CUTS];
-    Py_ssize_t cut_len[MAX_CUTS];
-    int64_t *out[MAX_CUTS];
-    if (ncuts < 1 || ncuts > MAX_CUTS) {
-        PyErr_Format(PyExc_ValueError, "1 to %d prefixes, not %zd", MAX_CUTS, ncuts);
+    const char **cut = PyMem_Calloc((size_t)(ncuts ? ncuts : 1), sizeof *cut);
+    Py_ssize_t *cut_len = PyMem_Calloc((size_t)(ncuts ? ncuts : 1), sizeof *cut_len);
+    int64_t **out = PyMem_Calloc((size_t)(ncuts ? ncuts : 1), sizeof *out);
+    if (!cut || !cut_len || !out) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (ncuts < 1) {
+        PyErr_SetString(PyExc_ValueError, "no prefix (b\"\" takes none off)");
         goto done;
     }
     for (Py_ssize_t c = 0; c < ncuts; c++) {
@@ -114,6 +116,9 @@ static PyObject *hashes(PyObject *self, PyObject *args) {
     result = Py_BuildValue("(On)", outs, tail ? n : end);
 done:
     Py_XDECREF(outs);
+    PyMem_Free(cut);
+    PyMem_Free(cut_len);
+    PyMem_Free(out);
     PyBuffer_Release(&block);
     return result;
 }

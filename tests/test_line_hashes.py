@@ -71,3 +71,22 @@ def test_a_relayed_line_hashes_as_the_line_it_relays(tmp_path: Path) -> None:
     assert relayed[1] == plain[2]  # (a line without the tag, as it is)
     assert kept[1] != plain[2]  # (with the tag to take off, it is no line of the server's)
     assert len(plain) == 3
+
+
+def test_a_driver_relaying_under_many_tags_is_hashed_under_each(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch
+                                                                ) -> None:
+    """A copy's first lines may carry many relay tags (one a server): every one is a
+    prefix to take off, however many, in C as in Python."""
+    tags = tuple(f"[srv{k}] ".encode() for k in range(40))
+    path = tmp_path / "driver.log"
+    path.write_bytes(b"".join(t + b"Decode batch\n" for t in tags))
+    got = {}
+    for lane in ("1", "0"):
+        monkeypatch.setenv("LOGPIPE_FASTLANE", lane)
+        hashes = readers.line_hashes(path, (b"", *tags))
+        assert hashes is not None and len(hashes) == 41
+        got[lane] = _classes([list(h) for h in hashes])
+    assert got["1"] == got["0"]
+    # line k with its own tag taken off: the same text for every k
+    assert len({got["1"][k + 1][k] for k in range(40)}) == 1
