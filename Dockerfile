@@ -1,6 +1,6 @@
 # logpipe as a container: `docker run --rm -v "$PWD:/data" -w /data logpipe ingest logs/`
-# The wheel is built where a C compiler is (for the parser's C fast lane), then installed
-# into the slim image.
+# The wheel is built where a C compiler is (the parsers' C fast lanes, the judged counts'
+# and the copies test's C kernels: setup.py), then installed into the slim image.
 FROM python:3.11 AS build
 WORKDIR /src
 COPY pyproject.toml setup.py README.md ./
