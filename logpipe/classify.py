@@ -33,7 +33,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from logpipe.engines.clane import lane_enabled
+from logpipe.lanes import lane_enabled
 
 try:  # (built where a C compiler was at install: numpy's kernel otherwise, the same rows)
     import logpipe._classify as _classify

@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from logpipe.lanes import lane_enabled
+
 try:  # (built where a C compiler was at install)
     import logpipe._lines as _lines
 except ImportError:  # pragma: no cover - a build without a compiler
@@ -316,9 +318,7 @@ def line_hashes(path: Path, cuts: tuple[bytes, ...] = (b"",)) -> list[array[int]
     out = [array("q") for _ in cuts]
     try:
         with open_binary(path) as fh:
-            if _lines is not None and os.environ.get("LOGPIPE_FASTLANE", "1") != "0":
-                # (the C lanes' switch, logpipe.engines.clane.lane_enabled, read here
-                # without the lanes' imports)
+            if _lines is not None and lane_enabled():
                 carry = b""
                 while True:
                     chunk = fh.read(BLOCK_BYTES)

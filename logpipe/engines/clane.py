@@ -1,6 +1,6 @@
 """What the engines' C fast lanes share on the Python side (``logpipe/engines/columns.h``
-on the C side): columns built in C, wrapped as a polars frame without a copy, and the
-switch that turns every lane off.
+on the C side): columns built in C, wrapped as a polars frame without a copy.  The switch
+that turns every lane off is :func:`logpipe.lanes.lane_enabled`.
 
 A lane is optional: without a C compiler at install time its extension is missing and
 its engine parses every line in Python and polars (the same rows, slower).
@@ -9,18 +9,13 @@ its engine parses every line in Python and polars (the same rows, slower).
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from logpipe.lanes import lane_enabled  # noqa: F401 - (the lanes import their switch here)
+
 _TYPES = {"i64": pa.int64(), "i32": pa.int32(), "f64": pa.float64(), "u8": pa.uint8()}
-
-
-def lane_enabled() -> bool:
-    """Whether the C lanes may be used (``LOGPIPE_FASTLANE=0``: none is)."""
-    return os.environ.get("LOGPIPE_FASTLANE", "1") != "0"
 
 
 def columns_frame(cols: dict[str, tuple[bytes, bytes, bytes | None]], kinds: dict[str, str]

@@ -24,10 +24,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from logpipe.engines.clane import columns_frame, lane_enabled
+from logpipe.engines.clane import columns_frame
 from logpipe.engines.sglang.batches import CANONICAL, COLUMNS, GRAPH_SUFFIX, RECORD_LIKE_PHRASES
 from logpipe.engines.sglang.era import ANY_LINE_PHRASES
 from logpipe.engines.sglang.events import UNANCHORED_EVENT_PHRASES
+from logpipe.lanes import lane_enabled
 from logpipe.sources.bench import CONSOLE_BANNER
 
 try:

@@ -20,7 +20,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from logpipe.engines.clane import columns_frame, lane_enabled
+from logpipe.engines.clane import columns_frame
 from logpipe.engines.parsing import Chunk, Era, RunSeen
 from logpipe.engines.vllm.parser import (
     FAST_ROW,
@@ -29,6 +29,7 @@ from logpipe.engines.vllm.parser import (
     LogState,
     Parser,
 )
+from logpipe.lanes import lane_enabled
 from logpipe.redaction import is_secret_key
 from logpipe.sources.records import loads
 
