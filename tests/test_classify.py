@@ -57,6 +57,13 @@ def _check_every_run(store: Store) -> int:
     ingest's refresh)."""
     runs = _runs(store)
     assert _equal(classify.counts(store, runs), _sql(store, runs))
+    # the runs of one engine with a coded read (SGLang's) in one pass: read by it
+    sglang = [r for (r,) in store.all(
+        "SELECT DISTINCT run_id FROM run_samples(NULL) JOIN runs USING (run_id) "
+        "WHERE engine = 'sglang' ORDER BY 1")]
+    lines = classify.read(store, sglang)
+    assert lines is not None and lines.labels is not None and len(sglang) > 50
+    assert _equal(classify.count_lines(*lines), _sql(store, sglang))
     biggest = [r for (r,) in store.all(
         "SELECT arg_max(run_id, n) FROM (SELECT run_id, count(*) AS n FROM run_samples(NULL) "
         "GROUP BY run_id) JOIN runs USING (run_id) "
@@ -64,6 +71,8 @@ def _check_every_run(store: Store) -> int:
     assert len(biggest) >= 8
     differ = [r for r in biggest if not _equal(classify.counts(store, [r]), _sql(store, [r]))]
     assert differ == []
+    coded = [r for r in biggest if (classify.read(store, [r]) or lines).labels is not None]
+    assert 4 <= len(coded) < len(biggest)  # (SGLang's runs alone, by the coded read)
     return len(runs)
 
 
@@ -155,9 +164,9 @@ def test_a_pass_past_the_bound_is_counted_by_the_sql(sample_db: Path, tmp_path: 
         counted: list[list[str]] = []
         count_lines = classify.count_lines
 
-        def spy(samples, events):  # type: ignore[no-untyped-def]
-            counted.append(sorted(set(samples["run_id"].to_list())))
-            return count_lines(samples, events)
+        def spy(*lines):  # type: ignore[no-untyped-def]
+            counted.append(sorted(classify.Lines(*lines).run_ids))
+            return count_lines(*lines)
 
         monkeypatch.setattr(classify, "count_lines", spy)
         live = sorted(store.all(f"SELECT {', '.join(KEY)} FROM run_judged_counts(NULL)"),

@@ -148,6 +148,14 @@ class Engine:
     a ``SELECT`` of :data:`logpipe.store.SAMPLE_COLUMNS` from its tables, for run ``rid``
     or the runs of the list ``ids`` (both NULL: every run), those its rows pass
     ``in_runs(run_id, rid, ids)`` for."""
+    coded_samples_sql: str | None = None
+    """``module:file`` of a faster read of its samples for ingest's judged counts
+    (:func:`logpipe.classify.read`): a ``SELECT`` of the rows its :attr:`samples_sql`
+    gives for ``in_runs(run_id, ?, ?)``, as ``run_id, line_no, us`` (``epoch_us(ts)``),
+    ``kind_code, rank_tag_code`` (the ``label_id`` of the text in
+    ``logpipe_internal.labels``, NULL where it is NULL), ``running_req, gen_throughput,
+    input_throughput, accept_len, accept_rate, token_usage, cuda_graph``.  None: read
+    through ``run_samples_in``."""
     capacity: CapacityRules = field(default_factory=CapacityRules)
     """Its limits, the settings its speculation derives, the variables it forces."""
     server: ServerRules = field(default_factory=ServerRules)

@@ -91,6 +91,7 @@ ENGINE = Engine(
     tables=("batches", "line_prefixes"),  # made by the core's migrations 0001 and 0014
     record_tables=("batches",),
     samples_sql="logpipe.engines.sglang:samples.sql",
+    coded_samples_sql="logpipe.engines.sglang:coded_samples.sql",
     capacity=CAPACITY,
     server=SERVER,
     counters=COUNTERS,
