@@ -434,10 +434,11 @@ def test_blocks_of_slow_lines_make_the_next_blocks_smaller(monkeypatch: pytest.M
 
 @needs_lane
 def test_a_stamped_slow_line_takes_no_context(monkeypatch: pytest.MonkeyPatch):
-    """A slow line that starts with SGLang's stamp, or with docker's, is a leader of its
-    own (the stamp is a prefix), so the fast line before it is not handed to the polars
-    parser too; a line without a stamp may continue the one before (a traceback), and the
-    fast line before it is read by both.  Either way the lanes' tables are the same."""
+    """A slow line that starts with SGLang's stamp, or with docker's, or has SGLang's
+    dated stamp behind journald's prefix, is a leader of its own (the stamp is a prefix),
+    so the fast line before it is not handed to the polars parser too; a line without a
+    stamp may continue the one before (a traceback), and the fast line before it is read
+    by both.  Either way the lanes' tables are the same."""
     real = (SAMPLES / "real-cpu" / "real-cpu-baseline-r1" / "server.log").read_text()
     lines = [line for line in real.splitlines() if line]
     first = next(i for i, line in enumerate(lines) if "batch" in line)
@@ -452,7 +453,12 @@ def test_a_stamped_slow_line_takes_no_context(monkeypatch: pytest.MonkeyPatch):
                            f"sglang.srt.models.m{i}: no module")
             bare += ["Traceback (most recent call last):", "ValueError: boom"]
     docker = [f"2026-06-07T09:00:{i % 60:02d}.{i:09d}Z {line}" for i, line in enumerate(bare)]
-    for lines, context in ((stamped, False), (docker, False), (bare, True)):
+    journald = [f"Jun 07 09:00:{i % 60:02d} node7 python3[4242]: {line}"
+                for i, line in enumerate(stamped)]
+    journald_bare = [f"Jun 07 09:00:{i % 60:02d} node7 python3[4242]: {line}"
+                     for i, line in enumerate(bare)]
+    for lines, context in ((stamped, False), (docker, False), (journald, False),
+                           (bare, True), (journald_bare, True)):
         data = ("\n".join(lines) + "\n").encode()
         _same(data, 1 << 20, monkeypatch)
         lanes = fastlane.split_block(data, 1, "2026-06-07")

@@ -909,8 +909,10 @@ static PyObject *scan(PyObject *self, PyObject *args) {
             else if (is_digit(s[0])) br = docker_stamp(s, e);
             else if (is_alpha(s[0]) && (br = signature(s, e)) != NULL) outer = s;
         }
+        int stamped = 0; /* SGLang's prefix read (at the start, or dated after a wrapper) */
         if (br && e - br > 12 && br[0] == '[' && parse_prefix(br, e, &p)
             && (br == s || (p.stamp & 1)) && !ends_with_ray_repeat(p.msg, e)) {
+            stamped = 1;
             p.outer = outer;
             if (outer) {
                 p.outer_end = br;
@@ -950,11 +952,14 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         }
         if (lane == 0) {
             /* the fast line before a slow one is read by both, where the slow one may
-             * continue it; a line that starts with docker's stamp or SGLang's never does:
-             * the stamp makes it a leader of its own (prefix.split_prefixes' has_prefix),
-             * so its context is not read twice (in a log of request records, a third of
-             * its batch and access lines were) */
-            int leads = plain && ((is_digit(s[0]) && docker_stamp(s, e) != NULL)
+             * continue it; a line that starts with docker's stamp or SGLang's never does,
+             * nor one whose SGLang prefix was read after a wrapper (journald's): the
+             * stamp makes it a leader of its own (prefix.split_prefixes' has_prefix), so
+             * its context is not read twice (in a log of request records, a third of its
+             * batch and access lines were; behind journald, the access line before each
+             * stamped warning) */
+            int leads = plain && (stamped
+                                  || (is_digit(s[0]) && docker_stamp(s, e) != NULL)
                                   || (s[0] == '[' && stamp_like(s, e) != NULL));
             char *keep = prev_lane == 1 ? &bc[B_KEEP].data.p[nb - 1]
                          : prev_lane == 2 ? &hc[H_KEEP].data.p[nh - 1]
