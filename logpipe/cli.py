@@ -140,10 +140,6 @@ def ingest(
     collect_env.txt reports) are attached to their runs.  Exit 0 when every file was
     ingested or skipped, 2 when any failed.
     """
-    if lake is None:  # (the big files' hashes on the second core while the rest imports)
-        from logpipe import prehash
-
-        prehash.start(paths)
     from logpipe.ingest import ingest_paths
     from logpipe.report import fleet_summary, ingest_summary
 

@@ -190,12 +190,6 @@ def open_binary(path: Path) -> BinaryIO:
     return _open_file(path)
 
 
-def reads_raw(path: Path) -> bool:
-    """Whether :func:`open_binary` reads the file's own bytes (not decompressed, not the
-    code blocks of a note)."""
-    return not is_prose(path) and not path.name.lower().endswith(COMPRESSED_SUFFIXES)
-
-
 def _open_file(path: Path) -> BinaryIO:
     name = path.name.lower()
     if name.endswith(".gz"):

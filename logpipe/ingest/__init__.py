@@ -46,7 +46,7 @@ from pathlib import Path
 
 import duckdb
 
-from logpipe import clock, interrupts, prehash, summaries
+from logpipe import clock, interrupts, summaries
 from logpipe.engines import engine_for_kind
 from logpipe.env import Tiers, discover
 from logpipe.errors import LogpipeError
@@ -326,9 +326,7 @@ def _ingest_one(store: Store, path: Path, key: str, root: Path, options: EnvOpti
             if engine is not None:
                 # (a file looked at ahead is one the store had no row for)
                 known = store.source(key) if ahead is None else None
-                stat = path.stat()
-                if same_stat(known, stat):  # not re-read: the parser is not imported
-                    prehash.forget(stat)
+                if same_stat(known, path.stat()):  # not re-read: the parser is not imported
                     res = FileResult(key, "unchanged", kind=source.name)
                 else:
                     from logpipe.ingest.logfile import read_log

@@ -24,7 +24,6 @@ from typing import Any, BinaryIO
 
 import polars as pl
 
-from logpipe import prehash
 from logpipe.engines import Engine
 from logpipe.engines.parsing import Chunk, Era, LogParser, RunSeen
 from logpipe.ingest.base import IN_LOG, PARSER_VERSION, FileResult, Progress
@@ -38,7 +37,7 @@ from logpipe.ingest.changes import (
 )
 from logpipe.ingest.group import Shared, taken_runs
 from logpipe.ingest.walk import unique_run_name
-from logpipe.readers import line_blocks, lines_at, open_binary, reads_raw, skip_to
+from logpipe.readers import line_blocks, lines_at, open_binary, skip_to
 from logpipe.sources import bench, load
 from logpipe.store import Spool, Store, record_tables
 from logpipe.store.frames import add_columns
@@ -89,21 +88,14 @@ def read_log(store: Store, path: Path, key: str, kind: str, head: bytes, engine:
     its rows are held with the group's (until ``shared.load()``).  ``unknown``: the
     caller knows that the store has no row for ``key`` (nor runs)."""
     stat = path.stat()
-    hashed = prehash.take(stat)  # (its SHA-256, hashed while the process started)
     head_hash = head_sha(head)
     status, existing, detail = decide(store, path, key, stat, head_hash, replace, unknown)
     if status == "new" and unknown:
         store.new_source_id(key, defer=shared is not None)
     if status in ("duplicate", "changed"):
-        if hashed is not None:
-            hashed.cancel()
         return FileResult(key, status, kind=kind, detail=detail)
     if parsed is not None and (existing is not None or parsed.stat != stat_key(stat)):
         parsed = None
-    if hashed is not None and (parsed is not None or not reads_raw(path) or (
-            existing is not None and status != "truncated")):
-        hashed.cancel()  # (read from the start, the file's own bytes: else not that hash)
-        hashed = None
 
     hasher = hashlib.sha256()
     previous_sha: str | None = None
@@ -139,14 +131,14 @@ def read_log(store: Store, path: Path, key: str, kind: str, head: bytes, engine:
         with (Spool(store) if shared is None else nullcontext(shared.spool)) as spool, \
                 (parser.workers() if parsed is None else nullcontext(None)), \
                 (ThreadPoolExecutor(max_workers=AHEAD) if parsed is None
-                 else nullcontext(None)) as preparing, \
-                (ThreadPoolExecutor(max_workers=1) if parsed is None and hashed is None
+                 else nullcontext(None)) as ahead, \
+                (ThreadPoolExecutor(max_workers=1) if parsed is None
                  else nullcontext(None)) as hashing:
             for block, first_line_no, chunk in (
-                    _chunks(fh, parser, preparing) if parsed is None else parsed.blocks):
+                    _chunks(fh, parser, ahead) if parsed is None else parsed.blocks):
                 if hashing is not None:
                     hashing.submit(hasher.update, block)  # in order, off the main thread
-                elif hashed is None:
+                else:
                     hasher.update(block)
                 tail = (block[-TAIL_HASH_BYTES:] if len(block) >= TAIL_HASH_BYTES
                         else (tail + block)[-TAIL_HASH_BYTES:])
@@ -183,8 +175,6 @@ def read_log(store: Store, path: Path, key: str, kind: str, head: bytes, engine:
         fh.close()
     if res.lines == 0 and status == "appended":
         res.status = "unchanged"
-    if hashed is not None:
-        hasher = hashed.through(path, offset)
     record_log_source(store, key, path, kind=kind, stat=stat, existing=existing,
                       status=status, head=head, tail=tail, offset=offset, hasher=hasher,
                       previous_sha=previous_sha, lines=parser.lines, new_lines=res.lines,
