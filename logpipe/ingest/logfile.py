@@ -42,8 +42,14 @@ from logpipe.sources import bench, load
 from logpipe.store import Spool, Store, record_tables
 from logpipe.store.frames import add_columns
 
-AHEAD = 2
-"""Blocks prepared ahead of the one being finished (one per core of a small machine)."""
+AHEAD = 1
+"""Blocks prepared ahead of the one being finished: its parse on the second core while this
+one is finished and written on the first.  Two ahead held a third block and its frames for
+no time (alternately with two: the EAGLE-3 mix 3.46-3.64 s against 3.50-3.60 s and
+516-523 MB against 590-606 MB at the peak, the journald mix 4.33-4.49 s against
+4.30-4.56 s and 521-526 against 588-610 MB, the vLLM mix 2.87-2.91 s against 2.85-3.33 s
+and 403-432 against 439-473 MB); bigger blocks with one ahead were faster on some mixes
+and ~100 MB higher at the peak on others (the docker-launches mix), not kept."""
 
 
 @dataclass
