@@ -93,7 +93,9 @@ def test_small_tables_stay_in_memory_beside_spooled_ones(tmp_path: Path,
 
     monkeypatch.setattr(FrameRows, "insert_rows", from_memory)
     monkeypatch.setattr(spool.Spool, "files", from_parquet)
-    for small_table in (0, 16 * 1024):  # every table to Parquet; the small ones kept
+    # every table to Parquet; the small ones kept (the sample's batch rows are 15-17 KB
+    # of frames, by lane; its vLLM stats rows less than 8 KB)
+    for small_table in (0, 8 * 1024):
         monkeypatch.setattr(spool, "SMALL_TABLE_BYTES", small_table)
         for seen in loaded.values():
             seen.clear()
