@@ -123,8 +123,7 @@ def read(store: Store, run_ids: list[str]) -> Lines | None:
     if coded is not None:
         # (one run's id is not read: a text of every row, the same)
         sql = f"SELECT * EXCLUDE (run_id) FROM ({coded})" if one else coded
-        labels = {int(i): str(t) for i, t in store.all(
-            "SELECT label_id, label FROM logpipe_internal.labels")}
+        labels = store.label_texts()
     reader = store.con.sql(sql, params=[rid, ids]).to_arrow_reader(1 << 17)
     # (each batch to polars as it comes: the Arrow batches are not held beside it; polars,
     # not pyarrow.compute, reads them: the latter's import costs 0.1 s, its fill_null

@@ -13,8 +13,6 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from logpipe.lanes import lane_enabled  # noqa: F401 - (the lanes import their switch here)
-
 _TYPES = {"i64": pa.int64(), "i32": pa.int32(), "f64": pa.float64(), "u8": pa.uint8()}
 
 

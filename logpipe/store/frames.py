@@ -73,15 +73,24 @@ class FrameRows(SourceRows):
 
     def label_ids(self, texts: list[str]) -> dict[str, int]:
         """The ``label_id`` of each of ``texts``, adding those ``labels`` lacks."""
-        if self._labels is None:
-            self._labels = dict(self.all(f"SELECT label, label_id FROM {INTERNAL}.labels"))
-        new = [t for t in texts if t not in self._labels]
+        known = self._known_labels()
+        new = [t for t in texts if t not in known]
         if new:
-            first = max(self._labels.values(), default=0) + 1
+            first = max(known.values(), default=0) + 1
             rows = list(zip(range(first, first + len(new)), new, strict=True))
             self.con.executemany(f"INSERT INTO {INTERNAL}.labels VALUES (?, ?)", rows)
-            self._labels.update((t, i) for i, t in rows)
-        return {t: self._labels[t] for t in texts}
+            known.update((t, i) for i, t in rows)
+        return {t: known[t] for t in texts}
+
+    def label_texts(self) -> dict[int, str]:
+        """Each ``label_id``'s text (a coded column read back)."""
+        return {i: t for t, i in self._known_labels().items()}
+
+    def _known_labels(self) -> dict[str, int]:
+        """``labels`` as text: id, read once (forgotten where a transaction rolls back)."""
+        if self._labels is None:
+            self._labels = dict(self.all(f"SELECT label, label_id FROM {INTERNAL}.labels"))
+        return self._labels
 
     def insert(self, table: str, frame: pl.DataFrame, **constants: Any) -> int:
         """Append ``frame`` (plus constant columns) to ``table``; returns rows written."""
