@@ -7,7 +7,8 @@ it samples every thread and the worker processes alike), and the samples are sum
 the shared object they fell in: DuckDB, polars, the C lanes and kernels, the Python
 interpreter, libc, the kernel, OpenSSL's SHA-256, numpy/pyarrow.  Beside it, the budget a
 target rate leaves: ``size / rate`` seconds of wall time on every core the machine has,
-less the process's start on one core (measured here as ``logpipe --version``).
+less the process's start on one core (measured here as ``logpipe --version``); MB/s are
+MiB a second, as ``benchmarks/mixes.py`` counts them.
 
 The logs are the mixes ``benchmarks/mixes.py`` writes (``--workdir``).  Run by hand: it
 needs ``perf`` and permission to sample (``perf_event_paranoid`` <= 2 for one's own
@@ -103,7 +104,7 @@ def main() -> None:
             total = sum(seconds.values())
             mib = log.stat().st_size / 2**20
             # the target's wall time on every core, the start on one of them
-            budget = (mib * 2**20 / 1e6 / args.target_mbs) * cores - start * (cores - 1)
+            budget = mib / args.target_mbs * cores - start * (cores - 1)
             shares = [(seconds.get(n, 0.0), 100 * seconds.get(n, 0.0) / total) for n in names]
             cells = " | ".join(f"{s:.2f} ({pct:.0f}%)" for s, pct in shares)
             print(f"| {log.name} | {mib:.0f} | {wall:.2f} | {total:.2f} | {budget:.2f} | "
