@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from logpipe.cli import app
@@ -199,6 +201,37 @@ def test_a_driver_log_that_teed_a_servers_lines_is_a_copy_not_a_run(tmp_path: Pa
     assert query(db, "SELECT count(*) FROM logpipe_internal.run_envs") == [(1,)]
     out = runner.invoke(app, ["ingest", str(tmp_path), "--db", str(tmp_path / "cli.duckdb")])
     assert "copy, no run: " in out.output and "30 record line(s) all repeat" in out.output
+
+
+def test_a_log_beside_its_own_copy_is_not_compared_with_the_other_logs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A log, its copy behind a note line, and a third log of the same seconds that
+    says other numbers (and more lines): the copy is taken back, and then the log
+    itself, whose first lines only the copy repeated, is no suspect: it is not compared
+    line by line with the third log (every line of it hashed and joined), as it was."""
+    from logpipe.ingest import copies
+
+    text = (GPU_RUN / "server.log").read_text()
+    (tmp_path / "server.log").write_text(text)
+    (tmp_path / "server.log.bak").write_text("# kept before the rerun\n" + text)
+    other = re.sub(r"gen throughput \(token/s\): ([\d.]+)",
+                   lambda m: f"gen throughput (token/s): {float(m[1]) + 1000:.2f}", text)
+    decode = [line for line in other.splitlines() if "Decode batch" in line]
+    (tmp_path / "other.log").write_text(other + "\n".join(decode[-5:]) + "\n")
+    compared: list[str] = []
+    same_lines = copies._same_lines
+
+    def spy(store: object, path: str, *args: object, **kwargs: object) -> object:
+        compared.append(Path(path).name)
+        return same_lines(store, path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(copies, "_same_lines", spy)
+    db = tmp_path / "db.duckdb"
+    result = ingest_paths([tmp_path], db)
+    assert [(Path(c.path).name, Path(c.of).name) for c in result.copies] == [
+        ("server.log.bak", "server.log")]
+    assert query(db, "SELECT count(DISTINCT source_path) FROM runs") == [(2,)]
+    assert "server.log.bak" in compared and "server.log" not in compared, compared
 
 
 def test_a_log_that_differs_in_one_line_is_not_a_copy(tmp_path: Path) -> None:

@@ -47,12 +47,16 @@ def take_back_copies(store: Store, paths: list[str]) -> list[Copy]:
     of another file in the database; a copy's runs are taken back.  Of two files that hold
     the same records, the one with fewer records, then the one with more other lines (the
     driver's own output), then the later path, is the copy.  The likeliest copies are
-    tested first: once taken back, they are no candidates for the files they copy."""
+    tested first: once taken back, they are no candidates for the files they copy, and a
+    suspect whose first lines only they repeated is a suspect no more (the original of a
+    256 MB log's copy was compared with the other logs of its time: 0.35 and 0.59 s)."""
     found: list[Copy] = []
     hashes = _Hashes()
     with store.memory_bound(COPIES_MEMORY):
         suspects = _suspects(store, paths)
         for path in _copies_first(store, suspects):
+            if found and not _suspects(store, [path]):
+                continue  # its first lines were repeated only by a copy taken back since
             mine = _records(store, path)
             if not mine or _count(
                     store, "SELECT count(*) FROM runs WHERE source_path = ? "
