@@ -90,3 +90,32 @@ def test_a_driver_relaying_under_many_tags_is_hashed_under_each(tmp_path: Path,
     assert got["1"] == got["0"]
     # line k with its own tag taken off: the same text for every k
     assert len({got["1"][k + 1][k] for k in range(40)}) == 1
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_window_of_lines_hashes_as_those_lines_of_the_whole(
+        tmp_path: Path, seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lines ``first`` to ``last`` alone (the copies test's window: a short paste of a long
+    log is set against the log's lines of its time) are the same hashes as those lines of
+    the whole file, in C (blocks before the window counted, not hashed; none read after
+    it) as in Python, over blocks that cut lines, a compressed file, a last line without
+    its newline, and windows before, across and past the file's end."""
+    rnd = random.Random(seed)
+    data = b"\n".join(_lines(rnd, 700)) + (b"\n" if seed % 2 else b"")
+    path = tmp_path / ("f.log.gz" if seed >= 2 else "f.log")
+    path.write_bytes(gzip.compress(data) if seed >= 2 else data)
+    total = len(data.split(b"\n")) - (1 if data.endswith(b"\n") else 0)
+    windows = [(1, total), (1, 1), (total, total), (1, 0), (5, 4), (total + 1, total + 9),
+               *[tuple(sorted(rnd.sample(range(1, total + 20), 2))) for _ in range(12)]]
+    for lane in ("1", "0"):
+        monkeypatch.setenv("LOGPIPE_FASTLANE", lane)
+        monkeypatch.setattr(readers, "BLOCK_BYTES", rnd.choice([7, 256, 4096]))
+        whole = readers.line_hashes(path, CUTS)
+        assert whole is not None and len(whole[0]) == total
+        for first, last in windows:
+            part = readers.line_hashes(path, CUTS, (first, last))
+            assert part is not None
+            for c in range(len(CUTS)):
+                assert list(part[c]) == list(whole[c])[first - 1:max(last, first - 1)], (
+                    lane, first, last)
+

@@ -234,6 +234,37 @@ def test_a_log_beside_its_own_copy_is_not_compared_with_the_other_logs(
     assert "server.log.bak" in compared and "server.log" not in compared, compared
 
 
+def test_a_paste_from_the_middle_of_a_log_is_compared_with_its_lines_of_that_time(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A note of ten stamped decode lines pasted from the middle of a log is a copy,
+    found by setting them against the log's lines of their seconds alone: the log is
+    hashed over that window, not whole (the lines of other seconds cannot repeat one)."""
+    from logpipe.ingest import copies
+
+    text = (GPU_RUN / "server.log").read_text()
+    decode = [line for line in text.splitlines() if "Decode batch" in line]
+    (tmp_path / "server.log").write_text(text)
+    at = len(decode) // 3
+    (tmp_path / "paste.log").write_text("\n".join(decode[at:at + 10]) + "\n")
+    windows: list[tuple[str, object]] = []
+    line_hashes = copies.line_hashes
+
+    def spy(path: Path, cuts: tuple[bytes, ...] = (b"",), lines: object = None) -> object:
+        windows.append((path.name, lines))
+        return line_hashes(path, cuts, lines)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(copies, "line_hashes", spy)
+    db = tmp_path / "db.duckdb"
+    result = ingest_paths([tmp_path], db)
+    assert [(Path(c.path).name, Path(c.of).name) for c in result.copies] == [
+        ("paste.log", "server.log")]
+    (first, last), = [w for name, w in windows if name == "server.log"]  # type: ignore[misc]
+    numbered = text.splitlines()
+    pasted = (numbered.index(decode[at]) + 1, numbered.index(decode[at + 9]) + 1)
+    assert first <= pasted[0] and pasted[1] <= last and last - first < len(numbered) / 2, (
+        first, last, pasted, len(numbered))
+
+
 def test_a_log_that_differs_in_one_line_is_not_a_copy(tmp_path: Path) -> None:
     shutil.copy(GPU_RUN / "server.log", tmp_path / "server-plain.log")
     text = _driver_log(GPU_RUN / "server.log", 30)

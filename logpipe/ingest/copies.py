@@ -219,8 +219,12 @@ def _stamps_repeat(store: Store, path: str, others: list[str]) -> bool:
     table, as many times (cheap: it leaves out most files that are no copy before their
     lines are read)."""
     ids = [store.source_id(path), [store.source_id(o) for o in others]]
+    # (their rows outside the span of ``path``'s cannot match one: left out, a short copy
+    # of a long log is not set against every row of it)
     stamps = [f"(SELECT count(*) FROM (SELECT ts FROM {_table(t)} WHERE source_id = $1 "
-              f"EXCEPT ALL SELECT ts FROM {_table(t)} WHERE list_contains($2, source_id)))"
+              f"EXCEPT ALL SELECT ts FROM {_table(t)} WHERE list_contains($2, source_id) "
+              f"AND (ts IS NULL OR ts BETWEEN (SELECT min(ts) FROM {_table(t)} WHERE "
+              f"source_id = $1) AND (SELECT max(ts) FROM {_table(t)} WHERE source_id = $1))))"
               for t in COMPARED]
     return not _count(store, "SELECT " + " + ".join(stamps), ids)
 
@@ -268,7 +272,7 @@ def _same_lines(store: Store, path: str, others: list[str], hashes: _Hashes,
     if _records(store, path) < 2:
         tags = tags[:1]  # one line behind a tag tells no relay
     mine = hashes.table([path], tags)
-    theirs = hashes.table(others, (b"",))
+    theirs = hashes.table(others, (b"",), _line_windows(store, path, others))
     if mine is None or theirs is None:
         return [] if several else False
     con = store.con
@@ -292,6 +296,30 @@ def _same_lines(store: Store, path: str, others: list[str], hashes: _Hashes,
         con.execute("DROP TABLE IF EXISTS _copy_lines")
         con.execute("DROP TABLE IF EXISTS _their_lines")
     return [] if several else False
+
+
+def _line_windows(store: Store, path: str, others: list[str]
+                  ) -> list[tuple[int, int]] | None:
+    """For each of ``others``, its first and last line holding a record row stamped within
+    the span of ``path``'s record rows (``(1, 0)``: none): only those lines can repeat a
+    record line of ``path`` with its timestamp.  None where a record row of ``path`` has
+    no timestamp (it may repeat any line).  300 decode lines pasted from a 256 MB log
+    with TP 8: set against 402 of its lines, not 1.46 million."""
+    unions = " UNION ALL ".join(f"SELECT ts FROM {_table(t)} WHERE source_id = ?"
+                                for t in COMPARED)
+    sid = store.source_id(path)
+    span = store.one(f"SELECT min(ts), max(ts), count(*) FILTER (WHERE ts IS NULL) "
+                     f"FROM ({unions})", [sid] * len(COMPARED))
+    if span is None or span[0] is None or span[2]:
+        return None
+    ids = [store.source_id(o) for o in others]
+    rows = " UNION ALL ".join(
+        f"SELECT source_id, line_no FROM {_table(t)} WHERE list_contains($1, source_id) "
+        "AND ts BETWEEN $2 AND $3" for t in COMPARED)
+    found = {int(i): (int(a), int(b)) for i, a, b in store.all(
+        f"SELECT source_id, min(line_no), max(line_no) FROM ({rows}) GROUP BY 1",
+        [ids, span[0], span[1]])}
+    return [found.get(i, (1, 0)) for i in ids]
 
 
 _SAMPLE = 64
@@ -333,12 +361,16 @@ class _Hashes:
     KEEP = 16_000_000
 
     def __init__(self) -> None:
-        self._kept: dict[tuple[str, tuple[bytes, ...]], list[array[int]]] = {}
+        self._kept: dict[tuple[str, tuple[bytes, ...], tuple[int, int] | None],
+                         list[array[int]]] = {}
 
-    def of(self, path: str, cuts: tuple[bytes, ...]) -> list[array[int]] | None:
-        key = (path, cuts)
+    def of(self, path: str, cuts: tuple[bytes, ...], lines: tuple[int, int] | None = None
+           ) -> list[array[int]] | None:
+        """The hashes of ``path``'s lines (``lines``: of its lines ``first`` to ``last``
+        alone, the first item line ``first``'s)."""
+        key = (path, cuts, lines)
         if key not in self._kept:
-            hashes = line_hashes(Path(path), cuts)
+            hashes = line_hashes(Path(path), cuts, lines)
             if hashes is None:
                 return None
             if sum(len(h[0]) for h in self._kept.values()) + len(hashes[0]) > self.KEEP:
@@ -346,22 +378,25 @@ class _Hashes:
             self._kept[key] = hashes
         return self._kept[key]
 
-    def table(self, paths: list[str], cuts: tuple[bytes, ...]) -> Any:
+    def table(self, paths: list[str], cuts: tuple[bytes, ...],
+              windows: list[tuple[int, int]] | None = None) -> Any:
         """An Arrow table of every line of ``paths``: its file's position in ``paths``
         (``file``, from 1), ``line_no``, and ``h0``, ``h1``... its hash with each of
         ``cuts`` taken off (:func:`logpipe.readers.line_hashes`); None if a file cannot
-        be read."""
+        be read.  ``windows``: of each file, only its lines from the first to the last
+        given (the lines before them counted, not hashed; none read after them)."""
         import polars as pl
 
         frames = []
         for pos, p in enumerate(paths, 1):
-            hashes = self.of(p, cuts)
+            window = windows[pos - 1] if windows is not None else None
+            hashes = self.of(p, cuts, window)
             if hashes is None:
                 return None
-            n = len(hashes[0])
+            n, first = len(hashes[0]), window[0] if window is not None else 1
             frames.append(pl.DataFrame({
                 "file": pl.repeat(pos, n, dtype=pl.Int64, eager=True),
-                "line_no": pl.int_range(1, n + 1, dtype=pl.Int64, eager=True),
+                "line_no": pl.int_range(first, first + n, dtype=pl.Int64, eager=True),
                 **{f"h{k}": pl.Series(h, dtype=pl.Int64) for k, h in enumerate(hashes)}}))
         return pl.concat(frames).to_arrow()
 
