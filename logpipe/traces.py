@@ -246,9 +246,10 @@ def apply_trace_env(store: Store, tiers: Tiers) -> None:
     (A run with a trace is profiled: a trace exists only while a profiler ran;
     :meth:`Store.derive_profiled` says so.)
     """
+    # (no trace, no facts: the join below reads every run's environment, ~20 ms of each
+    # ingest of a folder of 1,600 launches)
     if not store.all("SELECT 1 FROM traces LIMIT 1"):
-        return  # (no trace: the join below reads every run's environment, ~20 ms of each
-        # ingest of a folder of 1,600 launches)
+        return
     rows = store.all(
         "SELECT t.run_id, t.source_path, t.device_properties, t.distributed_info, "
         "t.metadata, r.env FROM traces t JOIN runs r USING (run_id) ORDER BY 1, 2")
