@@ -329,7 +329,7 @@ def line_hashes(path: Path, cuts: tuple[bytes, ...] = (b"",),
                 while last is None or seen < last:
                     chunk = fh.read(BLOCK_BYTES)
                     block = carry + chunk if carry else chunk
-                    if chunk and first > 1:
+                    if chunk and seen + 1 < first:  # (the window not reached: count)
                         n = _lines.count(block)
                         if seen + n < first:  # (every complete line before the first)
                             seen += n
