@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
+from scipy.special import stdtr
 
 
 @dataclass
@@ -57,7 +57,18 @@ def _t_p(a: np.ndarray, b: np.ndarray) -> float:
     scale = max(abs(a.mean()), abs(b.mean()), 1e-12)
     if np.std(a) <= 1e-9 * scale and np.std(b) <= 1e-9 * scale:  # constant sides
         return 0.0 if not np.isclose(a.mean(), b.mean()) else 1.0
-    return float(sps.ttest_ind(a, b, equal_var=False).pvalue)
+    return welch_p(a, b)
+
+
+def welch_p(a: np.ndarray, b: np.ndarray) -> float:
+    """The two-sided p-value of Welch's t-test of ``a`` against ``b`` (two or more values
+    each, not both constant): ``scipy.stats.ttest_ind(a, b, equal_var=False)``'s, from
+    the t distribution's tail in ``scipy.special`` (``scipy.stats`` costs ~0.8 s to
+    import, once per ``check``)."""
+    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+    t = (a.mean() - b.mean()) / np.sqrt(va + vb)
+    return float(2 * stdtr(df, -abs(t)))
 
 
 def change_points(values: list[float] | np.ndarray, *, p_value: float = 0.001,

@@ -248,6 +248,24 @@ def test_change_points_on_synthetic_series() -> None:
     assert judge_history([1.0, 2.0]).status == "insufficient data"
 
 
+def test_welch_p_is_scipys_welch_t_test() -> None:
+    """The change points' t-test, written on scipy.special, is scipy.stats' Welch test
+    (sizes from two, scales far apart, one side constant)."""
+    from scipy import stats as sps
+
+    from logpipe.changepoints import welch_p
+
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        na, nb = rng.integers(2, 30, 2)
+        a = rng.normal(rng.uniform(-5, 5), rng.uniform(0.01, 3), na) * rng.choice([1, 1e6])
+        b = rng.normal(rng.uniform(-5, 5), rng.uniform(0.01, 3), nb) * rng.choice([1, 1e6])
+        if rng.random() < 0.1:
+            a = np.full(na, 3.0)
+        want = float(sps.ttest_ind(a, b, equal_var=False).pvalue)
+        assert welch_p(a, b) == pytest.approx(want, rel=1e-9, abs=1e-300)
+
+
 def test_user_suite_and_unknown_suite(tmp_path: Path, sample_db: Path) -> None:
     suite = tmp_path / "mine.toml"
     (runs,), = query(sample_db, "SELECT count(*) FROM runs")
@@ -429,6 +447,47 @@ def test_pair_verdicts_are_kept_and_judged_again_when_an_input_changes(tmp_path:
     assert [r[2] != k[2] for r, k in zip(after, kept, strict=True)] == [
         r[0] == spec for r in kept]
     assert "kept" not in [r[3] for r in after]
+
+
+def test_a_kept_verdict_is_judged_again_when_a_benchmark_is_linked_later(tmp_path: Path
+                                                                         ) -> None:
+    """The client's numbers are an input of a pair's verdict: a benchmark ingested after
+    the verdict was kept (no batch line changed) gives the pair a new key."""
+    import duckdb
+
+    from logpipe.analysis.verdicts import VerdictCache
+    from logpipe.checks.frames import speculation_vs_baseline
+    from logpipe.store import Store
+
+    logs = tmp_path / "mission"
+    shutil.copytree(SAMPLES / "mission", logs)
+    held = tmp_path / "held"
+    held.mkdir()
+    benches = [logs / "baseline-untuned" / "bench_serving.jsonl",
+               logs / "eagle3-untuned" / "bench_serving.txt"]
+    for bench in benches:
+        shutil.move(bench, held / bench.parent.name)
+    db = tmp_path / "m.duckdb"
+    assert not ingest_paths([logs], db).failed
+    with Store.open(db, read_only=True) as store:
+        cache = VerdictCache(store)
+        speculation_vs_baseline(store, {}, cache)
+    assert cache.save(db) == 1  # the mission's pair
+    con = duckdb.connect(str(db))
+    con.execute("UPDATE logpipe_internal.pair_verdict_cache SET detail = 'kept'")
+    con.close()
+    with Store.open(db, read_only=True) as store:  # served while nothing changed
+        assert speculation_vs_baseline(store, {}, VerdictCache(store))["detail"].to_list() \
+            == ["kept"]
+    for bench in benches:
+        shutil.move(held / bench.parent.name, bench)
+    result = ingest_paths([logs], db)
+    assert not result.failed
+    assert query(db, "SELECT count(*) FROM bench_results WHERE run_id IS NOT NULL") == [(2,)]
+    with Store.open(db, read_only=True) as store:
+        cache = VerdictCache(store)
+        frame = speculation_vs_baseline(store, {}, cache)
+    assert frame["detail"].to_list() != ["kept"] and len(cache.new) == 1
 
 
 def test_check_updates_a_database_of_an_older_logpipe_only_when_asked(sample_db: Path,

@@ -6,8 +6,10 @@ runs after every ingest.  A verdict changes only when what it was computed from 
 it is stored in ``pair_verdict_cache`` under a key over all of it:
 
 - each run's ``data_key`` (its batch lines and the events that bound its steady state,
-  from ``run_summary_cache``, which ``check`` refreshes first) and its record (name, role,
-  environment, era: what :func:`logpipe.analysis.compare.load_run` reads);
+  from ``run_summary_cache``, which ``check`` refreshes first), its record (name, role,
+  environment, era, layout) and the rows linked to it: its benchmark, counters and
+  traces (all that :func:`logpipe.analysis.load.load_runs` reads: a benchmark linked to
+  a run after its verdict was kept gives a new key, and the client's numbers are judged);
 - the options of the comparison;
 - the rules: the sources of the modules that load and judge runs, and ``views.sql``.
 
@@ -35,11 +37,29 @@ Verdict = tuple[str, float | None, str]
 """(verdict, speedup, detail) of one pair."""
 
 _RUN_KEYS_SQL = """
+WITH linked AS (
+    SELECT run_id, 'bench ' || count(*) || ' ' || sum(hash(b)) AS part
+    FROM bench_results b WHERE run_id IS NOT NULL GROUP BY run_id
+    UNION ALL
+    SELECT run_id, 'counters ' || count(*) || ' ' || sum(hash(m))
+    FROM metric_snapshots m WHERE run_id IS NOT NULL GROUP BY run_id
+    UNION ALL
+    SELECT x.run_id, 'traces ' || count(*) || ' ' || sum(hash(x, s.sha256))
+    FROM traces x LEFT JOIN sources s ON s.path = x.source_path
+    WHERE x.run_id IS NOT NULL GROUP BY x.run_id)
 SELECT r.run_id,
        c.data_key || '|' || sha256(CAST(row(r.name, r.role, r.spec_algorithm, r.profiled,
-           r.env, r.env_complete, r.format_era, r.era_mask, r.engine_version) AS VARCHAR))
+           r.env, r.env_complete, r.format_era, r.era_mask, r.engine_version, r.engine,
+           r.tp_size, r.dp_size, r.pp_size, r.ep_size) AS VARCHAR))
+       || '|' || coalesce(l.parts, '')
 FROM runs r JOIN logpipe_internal.run_summary_cache c USING (run_id)
+LEFT JOIN (SELECT run_id, string_agg(part, '|' ORDER BY part) AS parts FROM linked
+           GROUP BY run_id) l USING (run_id)
 """
+"""Each run's key: its lines' (``data_key``), its record's, and a hash over the rows
+linked to it that a judge reads besides its lines: its benchmark (the client's numbers,
+its load levels), its counters (``metric_snapshots``, their level windows) and its traces
+(with their files' contents)."""
 
 
 def _canonical(options: Any) -> str:
