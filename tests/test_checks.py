@@ -490,6 +490,48 @@ def test_a_kept_verdict_is_judged_again_when_a_benchmark_is_linked_later(tmp_pat
     assert frame["detail"].to_list() != ["kept"] and len(cache.new) == 1
 
 
+def test_campaign_verdicts_are_kept_until_a_launch_of_their_environment_changes(
+        tmp_path: Path) -> None:
+    """Two real campaigns of one environment: their verdicts are kept and served while
+    nothing changed; a benchmark of one campaign's launch changes the other's verdict
+    inputs too (its launch noise is borrowed from the environment's repeats): both are
+    judged again."""
+    import duckdb
+
+    from logpipe.analysis.results import Options
+    from logpipe.analysis.verdicts import VerdictCache
+    from logpipe.checks.frames import speculation_vs_baseline
+    from logpipe.store import Store
+
+    db = tmp_path / "c.duckdb"
+    assert not ingest_paths([SAMPLES / "real-cpu", SAMPLES / "real-cpu-counters"], db).failed
+    with Store.open(db, read_only=True) as store:
+        cache = VerdictCache(store)
+        fresh = speculation_vs_baseline(store, {}, cache)
+    assert fresh["spec_run"].to_list() == ["real-cpu-ngram", "real-cpu-counters-ngram"]
+    assert cache.save(db) == 2
+    con = duckdb.connect(str(db))
+    con.execute("UPDATE logpipe_internal.campaign_verdict_cache SET detail = 'kept'")
+    con.close()
+    with Store.open(db, read_only=True) as store:
+        cache = VerdictCache(store)
+        kept = speculation_vs_baseline(store, {}, cache)
+        assert kept["detail"].to_list() == ["kept", "kept"] and cache.new_campaigns == []
+        assert kept.drop("detail").equals(fresh.drop("detail"))
+        assert cache.campaign_key("real-cpu", Options(threshold=0.5)) \
+            != cache.campaign_key("real-cpu", Options(threshold=0.03))  # other options
+    con = duckdb.connect(str(db))  # a launch of the counters campaign, benched anew
+    con.execute("UPDATE logpipe_internal.bench_results SET output_throughput = "
+                "output_throughput * 1.01 WHERE run_id = (SELECT run_id FROM runs "
+                "WHERE name = 'real-cpu-counters-baseline-r1')")
+    con.close()
+    with Store.open(db, read_only=True) as store:
+        cache = VerdictCache(store)
+        again = speculation_vs_baseline(store, {}, cache)
+    assert "kept" not in again["detail"].to_list()
+    assert [plan for _, plan, _ in cache.new_campaigns] == ["real-cpu", "real-cpu-counters"]
+
+
 def test_check_updates_a_database_of_an_older_logpipe_only_when_asked(sample_db: Path,
                                                                  tmp_path: Path) -> None:
     import duckdb

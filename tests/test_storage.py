@@ -34,7 +34,8 @@ def test_show_tables_is_the_documented_contract(db: Path) -> None:
     internal = {name for (name,) in query(
         db, "SELECT table_name FROM duckdb_tables() WHERE schema_name = ?", [INTERNAL])}
     assert {"runs", "run_envs", *data_tables(), "run_summary_cache", "run_judged_cache",
-            "pair_verdict_cache", "run_batch_ranges_cache", "schema_migrations", "schema_views",
+            "pair_verdict_cache", "campaign_verdict_cache", "run_batch_ranges_cache",
+            "schema_migrations", "schema_views",
             "source_generations", "labels", "engine_migrations", "settled_sources"} == internal
 
 

@@ -62,6 +62,24 @@ its load levels), its counters (``metric_snapshots``, their level windows) and i
 (with their files' contents)."""
 
 
+_CAMPAIGN_RUNS_SQL = """
+WITH m AS (SELECT run_id FROM run_env WHERE key = 'launch.plan' AND value = ?)
+SELECT r.run_id, r.run_id IN (SELECT run_id FROM m) AS member,
+       CAST(r.started_at AS VARCHAR), r.run_seq
+FROM runs r
+WHERE r.run_id IN (SELECT run_id FROM m)
+   OR EXISTS (SELECT 1 FROM runs c WHERE c.run_id IN (SELECT run_id FROM m)
+              AND c.env_fingerprint = r.env_fingerprint
+              AND c.model IS NOT DISTINCT FROM r.model)
+ORDER BY r.run_id
+"""
+"""A campaign's launches and the launches of their environments, whose repeats are its
+launch noise (:func:`logpipe.analysis.load.environment_noise`)."""
+
+CAMPAIGN_COLUMNS = ("spec_run", "baseline_run", "verdict", "speedup", "detail")
+"""A campaign's row in ``check``: a candidate arm against the baseline arm."""
+
+
 def _canonical(options: Any) -> str:
     """The options as text that is the same in every process (sets sorted)."""
     def plain(value: Any) -> Any:
@@ -79,6 +97,9 @@ class VerdictCache:
     def __init__(self, store: Store | None = None, unkeyed: Iterable[str] = ()) -> None:
         self.known: dict[str, Verdict] = {}
         self.new: list[tuple[str, str, str, str, float | None, str]] = []
+        self.campaigns: dict[str, list[dict[str, Any]]] = {}
+        """A campaign's rows (``CAMPAIGN_COLUMNS``) by its key."""
+        self.new_campaigns: list[tuple[str, str, list[dict[str, Any]]]] = []
         self._rules = ""
         self._store = store
         self._skip = set(unkeyed)
@@ -89,8 +110,14 @@ class VerdictCache:
             self.known = {str(k): (str(v), s, str(d)) for k, v, s, d in store.all(
                 "SELECT pair_key, verdict, speedup, detail "
                 "FROM logpipe_internal.pair_verdict_cache")}
+            for key, *row in store.all(
+                    "SELECT campaign_key, spec_run, baseline_run, verdict, speedup, detail "
+                    "FROM logpipe_internal.campaign_verdict_cache ORDER BY campaign_key, "
+                    "position"):
+                self.campaigns.setdefault(str(key), []).append(
+                    dict(zip(CAMPAIGN_COLUMNS, row, strict=True)))
         except duckdb.Error:  # a database without the caches: nothing is kept
-            self.known, self._run_keys = {}, {}
+            self.known, self.campaigns, self._run_keys = {}, {}, {}
             return
         self._rules = rules_key()
 
@@ -118,6 +145,30 @@ class VerdictCache:
         text = "\n".join([self._rules, _canonical(options), extra, spec, base])
         return hashlib.sha256(text.encode()).hexdigest()
 
+    def campaign_key(self, plan: str, options: Any) -> str | None:
+        """The key of campaign ``plan`` judged with ``options``: its launches (and their
+        order) and every launch of their environments (fingerprint and model: the repeats
+        its launch noise is measured from), each by its run key; None when one of them
+        cannot be keyed."""
+        if self._store is None:  # (a cache of this process alone: campaigns not kept)
+            return None
+        keys = self.run_keys()
+        runs = self._store.all(_CAMPAIGN_RUNS_SQL, [plan])
+        if not runs or any(str(r) not in keys for r, *_ in runs):
+            return None
+        text = "\n".join([self._rules, "campaign", plan, _canonical(options),
+                          *(f"{r} {member} {at} {seq} {keys[str(r)]}"
+                            for r, member, at, seq in runs)])
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def get_campaign(self, key: str | None) -> list[dict[str, Any]] | None:
+        return self.campaigns.get(key) if key is not None else None
+
+    def put_campaign(self, key: str | None, plan: str, rows: list[dict[str, Any]]) -> None:
+        if key is not None:
+            self.campaigns[key] = rows
+            self.new_campaigns.append((key, plan, rows))
+
     def get(self, key: str | None) -> Verdict | None:
         return self.known.get(key) if key is not None else None
 
@@ -128,23 +179,34 @@ class VerdictCache:
             self.new.append((key, spec_run_id, baseline_run_id, *verdict))
 
     def save(self, db: StoreOrPath) -> int:
-        """Write the new verdicts, replacing the pairs' old ones and dropping those of
-        runs gone; returns the number written (0 when the database is busy, or is a store
-        open read-only)."""
-        if not self.new or (isinstance(db, Store) and db.read_only):
+        """Write the new verdicts, replacing the pairs' and campaigns' old ones and dropping
+        those of runs and campaigns gone; returns the number written (0 when the database
+        is busy, or is a store open read-only)."""
+        if not (self.new or self.new_campaigns) or (isinstance(db, Store) and db.read_only):
             return 0
         try:
             with using(db) as store, store.transaction():
-                store.con.executemany(
-                    "DELETE FROM logpipe_internal.pair_verdict_cache WHERE spec_run_id = ? "
-                    "AND baseline_run_id = ?", [[s, b] for _, s, b, *_ in self.new])
-                store.con.executemany(
-                    "INSERT INTO logpipe_internal.pair_verdict_cache VALUES (?, ?, ?, ?, ?, ?)",
-                    [list(row) for row in self.new])
+                def each(sql: str, rows: list[list[Any]]) -> None:
+                    if rows:  # (DuckDB's executemany refuses no rows)
+                        store.con.executemany(sql, rows)
+
+                each("DELETE FROM logpipe_internal.campaign_verdict_cache WHERE plan = ?",
+                     [[plan] for _, plan, _ in self.new_campaigns])
+                each("INSERT INTO logpipe_internal.campaign_verdict_cache "
+                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                     [[key, plan, i, *(row[c] for c in CAMPAIGN_COLUMNS)]
+                      for key, plan, rows in self.new_campaigns for i, row in enumerate(rows)])
+                store.con.execute(
+                    "DELETE FROM logpipe_internal.campaign_verdict_cache WHERE plan NOT IN "
+                    "(SELECT value FROM run_env WHERE key = 'launch.plan')")
+                each("DELETE FROM logpipe_internal.pair_verdict_cache WHERE spec_run_id = ? "
+                     "AND baseline_run_id = ?", [[s, b] for _, s, b, *_ in self.new])
+                each("INSERT INTO logpipe_internal.pair_verdict_cache VALUES (?, ?, ?, ?, ?, ?)",
+                     [list(row) for row in self.new])
                 store.con.execute(
                     "DELETE FROM logpipe_internal.pair_verdict_cache WHERE spec_run_id NOT IN "
                     "(SELECT run_id FROM runs) OR baseline_run_id NOT IN "
                     "(SELECT run_id FROM runs)")
         except (duckdb.Error, OSError):
             return 0
-        return len(self.new)
+        return len(self.new) + len(self.new_campaigns)

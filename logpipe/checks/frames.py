@@ -67,17 +67,22 @@ def speculation_vs_baseline(store: Store, params: dict[str, Any],
 
     # campaigns first: each speculative arm against its baseline arm, with every launch of
     # each, through compare's own function (the launch is the unit, rounds paired)
+    # (a campaign's verdicts are kept as a pair's are, by everything they are judged from)
     judged: set[str] = set()
     for plan, members in store.all(
             "SELECT p.value, list(r.run_id) FROM run_env p JOIN runs r USING (run_id) "
             "WHERE p.key = 'launch.plan' GROUP BY 1 HAVING bool_or(r.role = 'speculative') "
             "ORDER BY 1"):
-        try:
-            comparisons = judge_campaign(store, str(plan), options)
-        except LogpipeError:
-            continue  # not a campaign with one baseline arm: judged pair by pair below
-        for c in comparisons:
-            rows.append(_arm_row(c))
+        key = cache.campaign_key(str(plan), options)
+        arm_rows = cache.get_campaign(key)
+        if arm_rows is None:
+            try:
+                comparisons = judge_campaign(store, str(plan), options)
+            except LogpipeError:
+                continue  # not a campaign with one baseline arm: judged pair by pair below
+            arm_rows = [_arm_row(c) for c in comparisons]
+            cache.put_campaign(key, str(plan), arm_rows)
+        rows.extend(arm_rows)
         judged.update(members)
     pairs = []
     for spec_name, base_name, spec_id, base_id in nearest:
