@@ -532,6 +532,34 @@ def test_campaign_verdicts_are_kept_until_a_launch_of_their_environment_changes(
     assert [plan for _, plan, _ in cache.new_campaigns] == ["real-cpu", "real-cpu-counters"]
 
 
+def test_a_pairs_verdict_in_check_is_the_one_compare_gives(tmp_path: Path) -> None:
+    """A speculative launch paired in check, in an environment whose baselines were
+    launched twice with a benchmark: check borrows the environment's launch noise of both
+    families as `compare --run BASELINE --run CANDIDATE` does, and says what it says (the
+    client's noise was left out: 'unreplicated regression' where compare said
+    'regression')."""
+    from logpipe.analysis.compare import compare
+    from logpipe.checks.frames import speculation_vs_baseline
+    from logpipe.store import Store
+
+    logs = tmp_path / "real-cpu"
+    shutil.copytree(SAMPLES / "real-cpu", logs)
+    for manifest in logs.glob("real-cpu-ngram-r*/env.json"):  # launches, not a campaign
+        data = json.loads(manifest.read_text())
+        del data["launch"]
+        manifest.write_text(json.dumps(data))
+    db = tmp_path / "p.duckdb"
+    assert not ingest_paths([logs], db).failed
+    with Store.open(db, read_only=True) as store:
+        rows = speculation_vs_baseline(store, {}).to_dicts()
+    assert [(r["spec_run"], r["baseline_run"]) for r in rows] == [
+        ("real-cpu-ngram-r1", "real-cpu-baseline-r1"),
+        ("real-cpu-ngram-r2", "real-cpu-baseline-r2")]
+    for row in rows:
+        (said,) = compare(db, [row["baseline_run"], row["spec_run"]])
+        assert row["verdict"] == said.verdict == "regression", (row, said.replication)
+
+
 def test_check_updates_a_database_of_an_older_logpipe_only_when_asked(sample_db: Path,
                                                                  tmp_path: Path) -> None:
     import duckdb

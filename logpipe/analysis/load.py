@@ -361,6 +361,28 @@ def noises_for(store: Store, environments: Sequence[Environment]
     return {e: _noise(g, found) for e, g in groups.items()}
 
 
+def pair_noises(store: Store, pairs: Sequence[tuple[Environment, str | None]]
+                ) -> dict[tuple[Environment, str | None], EnvNoise]:
+    """:func:`environment_noise` of launches judged one against one, for many pairs at
+    once (``pairs``: each one's environment and the workload both its launches ran, None
+    where they ran different ones): the environment's server noise, and its client's of
+    that workload, as ``compare --run BASELINE --run CANDIDATE`` borrows them."""
+    wanted = list(dict.fromkeys(pairs))
+    groups = repeat_groups_of(store, [e for e, _ in wanted])
+    found = summaries.launch_values(store, [r for g in groups.values() for r in _members(g)])
+    return {(e, w): EnvNoise(_noise(groups[e], found), _client_noise(store, groups[e], w))
+            for e, w in wanted}
+
+
+def _client_noise(store: Store, groups: dict[str, list[str]], workload: str | None
+                  ) -> dict[str, Noise]:
+    """The client's launch noise (and the counters') of an environment's repeat
+    ``groups``: borrowed only from repeats of the judged ``workload`` (none without one)."""
+    same = {label: members for label, members in groups.items()
+            if workload and label.split("|", 1)[1] == workload}
+    return {**clients.client_noise(store, same), **counter_noise(store, same)}
+
+
 def _members(groups: dict[str, list[str]]) -> list[str]:
     return [r for members in groups.values() for r in members]
 
@@ -411,10 +433,8 @@ def environment_noise(store: Store, run: RunSamples,
 
     def measured(exclude: frozenset[str] = frozenset()) -> EnvNoise:
         groups = repeat_groups(store, run.fingerprint, run.model, exclude)
-        same = {label: members for label, members in groups.items()
-                if workload and label.split("|", 1)[1] == workload}
         return EnvNoise(noise_for(store, run.fingerprint, run.model, groups=groups),
-                        {**clients.client_noise(store, same), **counter_noise(store, same)})
+                        _client_noise(store, groups, workload))
 
     full = measured()
     if not (len(launches) > 1 and all(len(arm) > 1 for arm in launches)):

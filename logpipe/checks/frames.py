@@ -15,8 +15,7 @@ import polars as pl
 from logpipe.analysis.compare import judge_campaign
 from logpipe.analysis.decide import deciding_metric, metric_name
 from logpipe.analysis.judge import compare_runs
-from logpipe.analysis.launches import Noise
-from logpipe.analysis.load import load_runs, noises_for
+from logpipe.analysis.load import Environment, EnvNoise, load_runs, pair_noises
 from logpipe.analysis.results import Comparison, Options, RunSamples
 from logpipe.analysis.verdicts import Verdict, VerdictCache
 from logpipe.changepoints import change_points, judge_history
@@ -59,11 +58,19 @@ def speculation_vs_baseline(store: Store, params: dict[str, Any],
     environments = {str(r): (fp, model) for r, fp, model in store.all(
         "SELECT run_id, env_fingerprint, model FROM runs "
         "WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [[p[3] for p in nearest]])}
-    # the baselines' environments' launch noise, read together
-    noises = noises_for(store, list(dict.fromkeys(environments.values())))
+    workloads = {str(r): w for r, w in store.all(
+        "SELECT run_id, workload FROM run_configs_of(NULL, ?)",
+        [[r for p in nearest for r in (p[2], p[3]) if r is not None]])}
 
-    def noise(run_id: str) -> dict[int, Noise]:
-        return noises.get(environments.get(run_id, (None, None)), {})
+    def judged_in(spec_id: str, base_id: str) -> tuple[Environment, str | None]:
+        """The pair's environment (its baseline's) and the workload both launches ran."""
+        both = {workloads.get(spec_id), workloads.get(base_id)}
+        return (environments.get(base_id, (None, None)),
+                next(iter(both)) if len(both) == 1 else None)
+
+    # the pairs' launch noise (the server's and the client's), as `compare` borrows it,
+    # read together
+    noises = pair_noises(store, [judged_in(p[2], p[3]) for p in nearest])
 
     # campaigns first: each speculative arm against its baseline arm, with every launch of
     # each, through compare's own function (the launch is the unit, rounds paired)
@@ -88,8 +95,9 @@ def speculation_vs_baseline(store: Store, params: dict[str, Any],
     for spec_name, base_name, spec_id, base_id in nearest:
         if spec_id in judged:
             continue
-        measured = noise(base_id)
-        key = cache.key(spec_id, base_id, options, repr(sorted(measured.items())))
+        measured = noises[judged_in(spec_id, base_id)]
+        key = cache.key(spec_id, base_id, options, repr(sorted(measured.server.items()))
+                        + repr(sorted(measured.client.items())))
         pairs.append((spec_name, base_name, spec_id, base_id, measured, key, cache.get(key)))
     # the runs of the pairs judged now, loaded together (a verdict kept needs none)
     names = list(dict.fromkeys(n for p in pairs if p[6] is None for n in (p[1], p[0])))
@@ -124,7 +132,7 @@ JUDGE_THREADS = max(1, min(4, os.cpu_count() or 1))
 and sorts of the bootstrap release the GIL)."""
 
 
-def judge_all(work: list[tuple[RunSamples, RunSamples, Options, dict[int, Noise]]]
+def judge_all(work: list[tuple[RunSamples, RunSamples, Options, EnvNoise]]
               ) -> list[Verdict]:
     """:func:`_judge` of each ``(base, spec, options, noise)``, in order, on
     :data:`JUDGE_THREADS` threads (each pair's statistics are its own: the same verdicts
@@ -138,8 +146,8 @@ def judge_all(work: list[tuple[RunSamples, RunSamples, Options, dict[int, Noise]
 
 
 def _judge(base: RunSamples, spec: RunSamples, options: Options,
-           noise: dict[int, Noise]) -> Verdict:
-    c = compare_runs(base, spec, options, noise)
+           noise: EnvNoise) -> Verdict:
+    c = compare_runs(base, spec, options, noise.server, client_noise=noise.client)
     decode = [m for m in c.metrics if m.name == "decode throughput"]
     detail = "; ".join(f"@{m.stratum} running: {(m.launch or m.test).detail}" for m in decode)
     speedup = (c.speculation or {}).get("speedup")
