@@ -538,7 +538,7 @@ def test_a_pairs_verdict_in_check_is_the_one_compare_gives(tmp_path: Path) -> No
     families as `compare --run BASELINE --run CANDIDATE` does, and says what it says (the
     client's noise was left out: 'unreplicated regression' where compare said
     'regression')."""
-    from logpipe.analysis.compare import compare
+    from logpipe.analysis.compare import compare, compare_with_baseline
     from logpipe.checks.frames import speculation_vs_baseline
     from logpipe.store import Store
 
@@ -558,6 +558,9 @@ def test_a_pairs_verdict_in_check_is_the_one_compare_gives(tmp_path: Path) -> No
     for row in rows:
         (said,) = compare(db, [row["baseline_run"], row["spec_run"]])
         assert row["verdict"] == said.verdict == "regression", (row, said.replication)
+    # and `compare --run CANDIDATE`, which finds the baseline itself
+    found = compare_with_baseline(db, "real-cpu-ngram-r1")
+    assert (found.reference, found.verdict) == ("real-cpu-baseline-r1", "regression")
 
 
 def test_check_updates_a_database_of_an_older_logpipe_only_when_asked(sample_db: Path,

@@ -214,8 +214,9 @@ def compare_with_baseline(db: StoreOrPath, ref: str, options: Options = DEFAULTS
                     batch, _probe(store, [r for _, r in batch], spec, options), strict=True):
                 if probe is None:
                     # judged like `compare --run BASE --run SPEC`: against the launch noise
+                    # (the client's of the workload both ran)
                     base = load_run(store, run_id, options.warmup)
-                    noise = environment_noise(store, base)
+                    noise = environment_noise(store, base, [[base], [spec]])
                     c = compare_arms([base], [spec], options, noise.server,
                                      client_noise=noise.client)
                     c.notes.insert(0, f"baseline chosen: {base.name}, the nearest in time of "
