@@ -68,10 +68,6 @@ def speculation_vs_baseline(store: Store, params: dict[str, Any],
         return (environments.get(base_id, (None, None)),
                 next(iter(both)) if len(both) == 1 else None)
 
-    # the pairs' launch noise (the server's and the client's), as `compare` borrows it,
-    # read together
-    noises = pair_noises(store, [judged_in(p[2], p[3]) for p in nearest])
-
     # campaigns first: each speculative arm against its baseline arm, with every launch of
     # each, through compare's own function (the launch is the unit, rounds paired)
     # (a campaign's verdicts are kept as a pair's are, by everything they are judged from)
@@ -91,10 +87,12 @@ def speculation_vs_baseline(store: Store, params: dict[str, Any],
             cache.put_campaign(key, str(plan), arm_rows)
         rows.extend(arm_rows)
         judged.update(members)
+    # the other pairs' launch noise (the server's and the client's), as `compare` borrows
+    # it, read together
+    alone = [p for p in nearest if p[2] not in judged]
+    noises = pair_noises(store, [judged_in(p[2], p[3]) for p in alone])
     pairs = []
-    for spec_name, base_name, spec_id, base_id in nearest:
-        if spec_id in judged:
-            continue
+    for spec_name, base_name, spec_id, base_id in alone:
         measured = noises[judged_in(spec_id, base_id)]
         key = cache.key(spec_id, base_id, options, repr(sorted(measured.server.items()))
                         + repr(sorted(measured.client.items())))
