@@ -248,6 +248,7 @@ def test_change_points_on_synthetic_series() -> None:
     assert judge_history([1.0, 2.0]).status == "insufficient data"
 
 
+@pytest.mark.filterwarnings("ignore:Precision loss:RuntimeWarning")  # (scipy's, constant a)
 def test_welch_p_is_scipys_welch_t_test() -> None:
     """The change points' t-test, written on scipy.special, is scipy.stats' Welch test
     (sizes from two, scales far apart, one side constant)."""
