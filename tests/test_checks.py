@@ -564,6 +564,25 @@ def test_a_pairs_verdict_in_check_is_the_one_compare_gives(tmp_path: Path) -> No
     assert (found.reference, found.verdict) == ("real-cpu-baseline-r1", "regression")
 
 
+def test_every_pair_check_judges_is_the_one_compare_finds(
+        sample_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two rules find a speculative run's baseline: the `spec_pairing` view (check) and
+    the environment judgement of `compare --run CANDIDATE`.  On every pair of the samples
+    they choose the same baseline, and the verdicts are the same."""
+    from logpipe.analysis.compare import compare_with_baseline
+    from logpipe.checks import frames
+    from logpipe.store import Store
+
+    # (the campaigns' launches are judged arm against arm, not as pairs: not judged here)
+    monkeypatch.setattr(frames, "judge_campaign", lambda *args: [])
+    with Store.open(sample_db, read_only=True) as store:
+        rows = frames.speculation_vs_baseline(store, {}).to_dicts()
+        assert len(rows) >= 5
+        for row in rows:
+            found = compare_with_baseline(store, row["spec_run"])
+            assert (found.reference, found.verdict) == (row["baseline_run"], row["verdict"])
+
+
 def test_check_updates_a_database_of_an_older_logpipe_only_when_asked(sample_db: Path,
                                                                  tmp_path: Path) -> None:
     import duckdb
