@@ -14,12 +14,11 @@ from functools import lru_cache
 
 from logpipe.store import schemas_dir, views_sql
 
-RULES_VERSION = 5
+RULES_VERSION = 4
 """Raise when compare, pairing, stats or steady-state code changes a verdict or a
 statistic (1: to 0.1.0; 2: capacity keys judged against the load, diagnostics never
 gate, graph-less runs have a steady state; 3: verdicts on one value per launch; 4: the
-client's launch noise borrowed from repeats of the judged workload only, load levels;
-5: check's pairs judged against the client's launch noise too, as compare judges them)."""
+client's launch noise borrowed from repeats of the judged workload only, load levels)."""
 
 
 @lru_cache(maxsize=1)
