@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import stdtr
 
+from logpipe.stats import welch
+
 
 @dataclass
 class ChangePoint:
@@ -65,10 +67,8 @@ def welch_p(a: np.ndarray, b: np.ndarray) -> float:
     each, not both constant): ``scipy.stats.ttest_ind(a, b, equal_var=False)``'s, from
     the t distribution's tail in ``scipy.special`` (``scipy.stats`` costs ~0.8 s to
     import, once per ``check``)."""
-    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
-    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
-    t = (a.mean() - b.mean()) / np.sqrt(va + vb)
-    return float(2 * stdtr(df, -abs(t)))
+    se, df = welch(a, b)
+    return float(2 * stdtr(df, -abs(float(a.mean() - b.mean())) / se))
 
 
 def change_points(values: list[float] | np.ndarray, *, p_value: float = 0.001,

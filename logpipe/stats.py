@@ -215,6 +215,16 @@ class Test:
     detail: str
 
 
+def welch(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+    """Welch's standard error of ``mean(b) - mean(a)`` and its degrees of freedom
+    (Welch-Satterthwaite), two or more values each; where neither varies, the pooled
+    test's degrees of freedom."""
+    va, vb = float(np.var(a, ddof=1)) / len(a), float(np.var(b, ddof=1)) / len(b)
+    df = ((va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+          if va + vb > 0 else float(len(a) + len(b) - 2))
+    return math.sqrt(va + vb), df
+
+
 def _iqr(x: np.ndarray) -> float:
     q1, q3 = np.percentile(x, [25, 75])
     return float(q3 - q1)

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from scipy.special import fdtri, stdtr, stdtrit
 
-from logpipe.stats import decide
+from logpipe.stats import decide, welch
 
 MIN_LAUNCH_LINES = 3
 """Steady decode lines a launch needs at a stratum for its median there to count as the
@@ -357,10 +357,7 @@ def judge_launches(names_a: Sequence[str], values_a: Sequence[float | None],
     mean = float(lb.mean() - la.mean())
     t.ratio = math.exp(mean)
     if len(la) >= 2 and len(lb) >= 2:
-        va, vb = float(np.var(la, ddof=1)) / len(la), float(np.var(lb, ddof=1)) / len(lb)
-        se = math.sqrt(va + vb)
-        df = ((va + vb) ** 2 / (va ** 2 / (len(la) - 1) + vb ** 2 / (len(lb) - 1))
-              if va + vb > 0 else float(len(la) + len(lb) - 2))
+        se, df = welch(la, lb)
         t.method, t.df = "welch", df
         t.ci_low, t.ci_high, t.p_value = _t_interval(mean, se, df, alpha)
         _decide(t, higher_is_better, alpha, threshold)
