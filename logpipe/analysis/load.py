@@ -355,10 +355,10 @@ def noise_for(store: Store, fingerprint: str | None, model: str | None,
 def noises_for(store: Store, environments: Sequence[Environment]
                ) -> dict[Environment, dict[int, Noise]]:
     """:func:`noise_for` of each of ``environments``, their launches read together (a
-    check pairing launches of 90 environments read each one's in ~8 statements)."""
-    groups = repeat_groups_of(store, environments)
-    found = summaries.launch_values(store, [r for g in groups.values() for r in _members(g)])
-    return {e: _noise(g, found) for e, g in groups.items()}
+    check pairing launches of 90 environments read each one's in ~8 statements): the
+    server's part of :func:`pair_noises`."""
+    return {e: noise.server for (e, _), noise in
+            pair_noises(store, [(e, None) for e in environments]).items()}
 
 
 def pair_noises(store: Store, pairs: Sequence[tuple[Environment, str | None]]
